@@ -1,0 +1,32 @@
+# Two commands do everything on a fresh machine: `make train` and `make test`.
+# TORCH_SPEC pins the torch build; override it (e.g. TORCH_SPEC='torch>=2.4') to pick another.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install train test bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned, so the project's "torch>=2.4" is already met and no
+	# multi-GB CUDA build gets resolved where a local CPU wheel exists.
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+train: $(STAMP)
+	$(VENV)/bin/appo-train $(TRAIN_ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m collector.bench --task half_cheetah --num-envs 512
+
+clean:
+	rm -rf $(VENV) logs

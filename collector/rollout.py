@@ -1,0 +1,153 @@
+"""The collector lap (DESIGN.md section 2): newest weights -> T steps of infer+step -> send.
+
+The loop writes straight into a transport buffer (shared memory on one host),
+so a rollout is never copied inside the collector.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import torch
+
+from common.config import AppoConfig
+from common.logging import get_logger
+from common.policy import ActorCritic, load_flat_weights
+from common.rollout_spec import RolloutSpec
+
+log = get_logger("collector")
+
+
+class EpisodeTracker:
+    """Running per-env returns/lengths/term sums; finished episodes summarised per rollout."""
+
+    def __init__(self, num_envs: int, terms: tuple[str, ...]):
+        self.terms = terms
+        self.ret = np.zeros(num_envs, np.float64)
+        self.length = np.zeros(num_envs, np.int64)
+        self.term_sums = np.zeros((len(terms), num_envs), np.float64)
+        self._reset_window()
+
+    def _reset_window(self) -> None:
+        self.done_returns: list[np.ndarray] = []
+        self.done_lengths: list[np.ndarray] = []
+        self.done_timeouts: list[np.ndarray] = []
+        self.done_terms: list[np.ndarray] = []
+
+    def step(self, rewards: np.ndarray, terms: dict[str, np.ndarray], done: np.ndarray, truncated: np.ndarray) -> None:
+        self.ret += rewards
+        self.length += 1
+        for i, name in enumerate(self.terms):
+            self.term_sums[i] += terms[name]
+        if done.any():
+            idx = np.flatnonzero(done)
+            self.done_returns.append(self.ret[idx].copy())
+            self.done_lengths.append(self.length[idx].copy())
+            self.done_timeouts.append(truncated[idx].copy())
+            self.done_terms.append(self.term_sums[:, idx].copy())
+            self.ret[idx] = 0
+            self.length[idx] = 0
+            self.term_sums[:, idx] = 0
+
+    def summary(self) -> dict:
+        """Statistics of the episodes finished since the last call (msgpack-friendly)."""
+        if not self.done_returns:
+            self._reset_window()
+            return {"episodes": 0}
+        rets = np.concatenate(self.done_returns)
+        terms = np.concatenate(self.done_terms, axis=1)
+        out = {
+            "episodes": int(rets.size),
+            "return_mean": float(rets.mean()),
+            "length_mean": float(np.concatenate(self.done_lengths).mean()),
+            "timeout_rate": float(np.concatenate(self.done_timeouts).mean()),
+            "terms": {name: float(terms[i].mean()) for i, name in enumerate(self.terms)},
+        }
+        self._reset_window()
+        return out
+
+
+class Collector:
+    def __init__(self, cfg: AppoConfig, env, channel, stop_event: threading.Event):
+        self.cfg = cfg
+        self.env = env
+        self.channel = channel
+        self.stop_event = stop_event
+        self.spec = RolloutSpec.for_task(env.spec, env.num_envs, cfg.algo.steps_per_env)
+        self.device = torch.device(cfg.training.collector_device)
+        self.policy = ActorCritic.from_config(cfg, env.spec).to(self.device).eval()
+        self.version = -1
+        self.seq = 0
+        self.gamma = cfg.algo.algorithm.gamma
+        self.episodes = EpisodeTracker(env.num_envs, env.spec.reward_terms)
+
+    def _take_weights(self) -> bool:
+        got = self.channel.read_weights(self.version)
+        if got is None:
+            return False
+        self.version, flat = got
+        load_flat_weights(self.policy, flat)
+        return True
+
+    def _should_stop(self) -> bool:
+        return self.stop_event.is_set() or self.channel.stop_requested() or not self.channel.learner_alive()
+
+    def wait_for_weights(self, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self._take_weights():
+            if self._should_stop() or time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def run(self, max_rollouts: int | None = None) -> int:
+        """Stream rollouts until stopped (or max_rollouts); returns how many were sent."""
+        if not self.wait_for_weights():
+            return 0
+        obs, critic = self.env.reset()
+        while not self._should_stop() and (max_rollouts is None or self.seq < max_rollouts):
+            buf = self.channel.acquire(timeout=0.2)
+            if buf is None:
+                continue
+            self._take_weights()
+            obs, critic, perf = self.fill_rollout(buf.arrays, obs, critic)
+            stats = {**self.episodes.summary(), **perf}
+            self.channel.commit(buf, self.seq, self.version, stats)
+            self.seq += 1
+        return self.seq
+
+    @torch.no_grad()
+    def fill_rollout(self, out: dict[str, np.ndarray], obs: np.ndarray, critic: np.ndarray):
+        """Step T times from (obs, critic), writing every rollout field into `out`."""
+        infer_s = step_s = 0.0
+        for t in range(self.spec.steps):
+            t0 = time.perf_counter()
+            actions, log_probs = self.policy.act(torch.from_numpy(obs).to(self.device))
+            actions_np = actions.cpu().numpy()
+            out["obs"][:, t] = obs
+            out["critic"][:, t] = critic
+            out["actions"][:, t] = actions_np
+            out["log_probs"][:, t] = log_probs.cpu().numpy()
+            t1 = time.perf_counter()
+            res = self.env.step(actions_np)
+            t2 = time.perf_counter()
+            rewards = out["rewards"][:, t]
+            rewards[:] = res.rewards
+            if res.truncated.any():
+                # Time-limit ends are not failures: bootstrap with the value of the final state.
+                idx = np.flatnonzero(res.truncated)
+                final_v = self.policy.value(torch.from_numpy(res.final_critic[idx]).to(self.device)).cpu().numpy()
+                rewards[idx] += self.gamma * final_v
+            done = res.terminated | res.truncated
+            out["dones"][:, t] = done
+            out["truncated"][:, t] = res.truncated
+            self.episodes.step(res.rewards, res.terms, done, res.truncated)
+            obs, critic = res.obs, res.critic
+            infer_s += t1 - t0 + (time.perf_counter() - t2)
+            step_s += t2 - t1
+        out["last_obs"][:] = obs
+        out["last_critic"][:] = critic
+        # The env may reuse its output arrays on the next step: keep our own copies.
+        return obs.copy(), critic.copy(), {"infer_ms": infer_s * 1e3, "step_ms": step_s * 1e3}

@@ -1,0 +1,305 @@
+"""The one typed configuration every APPO process reads.
+
+Sources, highest priority first:
+  1. dotted CLI overrides      algo.num_envs=2048 training.replay_queue_size=2
+  2. environment variables     APPO_ALGO__NUM_ENVS=2048
+  3. a YAML file               --config run.yaml
+  4. the task's preset         common/presets.py (visible, overridable tuning per task)
+  5. the defaults below        (the reference configuration of DESIGN.md section 4)
+
+Key names keep the reference tool's (algo.*, algo.algorithm.*, training.*) so
+its users' overrides carry over.  Anything unknown, mistyped or out of range is
+refused by `load_config` with a `ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "APPO_"
+ENV_DELIMITER = "__"
+# APPO_* variables that are process settings, not part of the config model.
+NON_CONFIG_ENV = {"APPO_LOG_FORMAT", "APPO_LOG_LEVEL"}
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased for the user (names the key and what is allowed)."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class PolicyConfig(_Section):
+    actor_hidden_dims: list[int] = Field([512, 256, 128], min_length=1, description="Actor MLP layer widths.")
+    critic_hidden_dims: list[int] = Field([512, 256, 128], min_length=1, description="Critic MLP layer widths.")
+    activation: Literal["elu", "relu", "tanh", "selu", "leaky_relu"] = Field("elu", description="Hidden activation.")
+    init_noise_std: float = Field(1.0, gt=0, description="Initial std of the state-independent Gaussian policy.")
+
+    @field_validator("actor_hidden_dims", "critic_hidden_dims")
+    @classmethod
+    def _positive_widths(cls, v: list[int]) -> list[int]:
+        if any(w <= 0 for w in v):
+            raise ValueError("every layer width must be > 0")
+        return v
+
+
+class AlgorithmConfig(_Section):
+    num_learning_epochs: int = Field(5, ge=1, description="Passes over the batch per update.")
+    num_mini_batches: int = Field(4, ge=1, description="Minibatches per epoch (split over envs).")
+    clip_param: float = Field(0.2, gt=0, lt=1, description="PPO ratio clip epsilon (also the value clip).")
+    gamma: float = Field(0.99, gt=0, le=1, description="Discount factor.")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda; unused by V-trace, kept for config compatibility.")
+    value_loss_coef: float = Field(1.0, ge=0, description="Weight of the value loss.")
+    entropy_coef: float = Field(0.01, ge=0, description="Weight of the entropy bonus.")
+    learning_rate: float = Field(1e-3, gt=0, le=1, description="Initial learning rate.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
+    use_clipped_value_loss: bool = Field(True, description="Clip the value loss around the old values.")
+    schedule: Literal["adaptive", "fixed"] = Field("adaptive", description="Learning-rate schedule.")
+    desired_kl: float = Field(0.01, gt=0, description="Target KL(target policy || current) of the adaptive schedule.")
+    kl_factor: float = Field(1.2, gt=1, description="KL band: adapt outside [desired/kl_factor, desired*kl_factor].")
+    lr_factor: float = Field(1.1, gt=1, description="Multiply/divide the learning rate by this outside the band.")
+    optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="Optimizer.")
+    tau: float = Field(1.0, gt=0, le=1, description="Target update: target <- tau*actor + (1-tau)*target.")
+    target_update_freq: int = Field(1, ge=1, description="Update the target policy every this many updates.")
+    rho_clip: float = Field(1.0, gt=0, description="V-trace rho-bar (importance weight clip for the TD error).")
+    c_clip: float = Field(1.0, gt=0, description="V-trace c-bar (trace-cutting clip).")
+
+
+class AlgoConfig(_Section):
+    num_envs: int = Field(2048, ge=1, description="Environments per collector.")
+    steps_per_env: int = Field(24, ge=1, description="Rollout length T (steps per env per rollout).")
+    max_iterations: int = Field(150, ge=1, description="Learner iterations (updates) to run.")
+    save_interval: int = Field(50, ge=1, description="Checkpoint every this many iterations (and at the end).")
+    seed: int = Field(1, ge=0, description="Base seed; collector i uses seed + 1000*(i+1).")
+    empirical_normalization: bool = Field(True, description="Normalize observations with running statistics.")
+    policy: PolicyConfig = PolicyConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+
+
+class TrainingConfig(_Section):
+    device: str = Field("auto", description="Learner device: auto (cuda, else mps, else cpu), cpu, cuda, cuda:N, mps.")
+    collector_device: str = Field("cpu", description="Device for policy inference in collectors.")
+    replay_queue_size: int = Field(3, ge=1, description="Staging pool capacity in rollouts (oldest overwritten).")
+    ring_slots: int = Field(4, ge=2, description="Slots of the learner's pinned-memory ring.")
+    log_dir: str = Field("logs/appo", description="Runs go to <log_dir>/<task>/<run_name>/.")
+    run_name: str = Field("", description="Run directory name; empty means a timestamp.")
+    collector_wait_warn_s: float = Field(10.0, gt=0, description="Warn each time the learner waits this long for data.")
+    collector_gone_timeout_s: float = Field(120.0, gt=0, description="Stop with an error if no collector for this long.")
+    learner_threads: int = Field(0, ge=0, description="torch intra-op threads in the learner; 0 = automatic split.")
+    collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
+    console: bool = Field(True, description="Print the live console line each iteration.")
+
+    @field_validator("device", "collector_device")
+    @classmethod
+    def _known_device(cls, v: str) -> str:
+        base = v.split(":", 1)[0]
+        if base not in {"auto", "cpu", "cuda", "mps"}:
+            raise ValueError("allowed: auto, cpu, cuda, cuda:N, mps")
+        if ":" in v and not (base == "cuda" and v.split(":", 1)[1].isdigit()):
+            raise ValueError("only cuda takes an index, as cuda:N")
+        return v
+
+
+class TransportConfig(_Section):
+    kind: Literal["shm", "zmq"] = Field("shm", description="shm on one host; zmq between hosts.")
+    shm_root: str = Field("/dev/shm", description="Where shared-memory run directories live.")
+    buffers_per_collector: int = Field(2, ge=1, description="Rollout buffers each collector fills in turn.")
+
+
+class AppoConfig(BaseSettings):
+    """Everything a run needs; printed and saved as config.yaml in the run directory."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid", validate_assignment=True
+    )
+
+    task: str = Field("half_cheetah", min_length=1, description="Task name (see collector/envs).")
+    algo: AlgoConfig = AlgoConfig()
+    training: TrainingConfig = TrainingConfig()
+    transport: TransportConfig = TransportConfig()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment is parsed by load_config (like CLI overrides, and with a check
+        # for unknown APPO_* names), so pydantic-settings' own env source is not used.
+        env, yaml_data, preset = _LOWER_SOURCES.get()
+        return (
+            init_settings,
+            InitSettingsSource(settings_cls, init_kwargs=env),
+            InitSettingsSource(settings_cls, init_kwargs=yaml_data),
+            InitSettingsSource(settings_cls, init_kwargs=preset),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+# (env dict, yaml dict, preset dict) for the sources below CLI and env; set only inside load_config.
+_LOWER_SOURCES: contextvars.ContextVar[tuple[dict, dict, dict]] = contextvars.ContextVar(
+    "_LOWER_SOURCES", default=({}, {}, {})
+)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """Turn ["algo.num_envs=8", "training.device=cpu"] into a nested dict; values parse as YAML scalars/lists."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"override {item!r} is not of the form section.key=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            if not _is_str_key(key):
+                raise ConfigError(f"{key}: cannot parse value {raw!r}: {exc}") from None
+            value = raw.strip()
+        if not isinstance(value, str) and _is_str_key(key):
+            value = raw.strip()  # run_name=2024, run_name=007, task=no stay text, not int/bool
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r} conflicts with an earlier override of {part}")
+        node[parts[-1]] = value
+    return out
+
+
+def _is_str_key(key: str) -> bool:
+    """Whether a dotted key names a str field, whose CLI/env text is kept as is rather than read as YAML."""
+    model: Any = AppoConfig
+    for part in key.split("."):
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return False
+        model = model.model_fields[part].annotation
+    return model is str
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {p} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {p} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a mapping of sections, not {type(data).__name__}")
+    return data
+
+
+def _all_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys += _all_keys(ann, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def _check_env(environ: dict[str, str]) -> None:
+    """Refuse APPO_* variables that name no config key (a typo would otherwise be ignored silently)."""
+    valid = {ENV_PREFIX + k.upper().replace(".", ENV_DELIMITER) for k in _all_keys(AppoConfig)}
+    sections = {ENV_PREFIX + k.upper() for k in AppoConfig.model_fields}
+    for name in environ:
+        if name.startswith(ENV_PREFIX) and name not in valid | sections | NON_CONFIG_ENV:
+            guess = difflib.get_close_matches(name, sorted(valid), n=1)
+            hint = f"; did you mean {guess[0]}?" if guess else ""
+            raise ConfigError(f"environment variable {name} names no config key{hint}")
+
+
+def _format_error(exc: ValidationError) -> str:
+    lines = []
+    keys = _all_keys(AppoConfig)
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            guess = difflib.get_close_matches(loc, keys, n=1)
+            hint = f"; did you mean {guess[0]}?" if guess else ""
+            lines.append(f"{loc}: unknown key{hint}")
+        else:
+            got = err.get("input")
+            lines.append(f"{loc}: {err['msg']} (got {got!r})")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def load_config(
+    overrides: list[str] | None = None,
+    config_file: str | Path | None = None,
+    environ: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> AppoConfig:
+    """Resolve the config from every source; raise ConfigError naming the problem.
+
+    `extra` holds values from dedicated CLI flags (--task, --num-envs ...) and ranks
+    with the dotted overrides, which win over it when both name a key.
+    """
+    from common.presets import preset_for  # local: presets import this module
+
+    environ = dict(os.environ if environ is None else environ)
+    _check_env(environ)
+    cli = _deep_merge(extra or {}, parse_overrides(overrides or []))
+    env = _env_overrides(environ)
+    yaml_data = read_yaml(config_file) if config_file else {}
+    task = cli.get("task") or env.get("task") or yaml_data.get("task") or AppoConfig.model_fields["task"].default
+    token = _LOWER_SOURCES.set((env, yaml_data, preset_for(str(task))))
+    try:
+        return AppoConfig(**cli)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc)) from None
+    finally:
+        _LOWER_SOURCES.reset(token)
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    """APPO_ALGO__NUM_ENVS=8 -> {"algo": {"num_envs": 8}}; values parse like CLI overrides."""
+    items = [
+        name[len(ENV_PREFIX):].lower().replace(ENV_DELIMITER, ".") + "=" + value
+        for name, value in sorted(environ.items())
+        if name.startswith(ENV_PREFIX) and name not in NON_CONFIG_ENV
+    ]
+    return parse_overrides(items)
+
+
+def _deep_merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for k, v in top.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def config_from_dict(data: dict[str, Any]) -> AppoConfig:
+    """Rebuild a config saved with to_dict() (checkpoints, config.yaml); no env or presets applied."""
+    try:
+        return AppoConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc)) from None

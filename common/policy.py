@@ -1,0 +1,119 @@
+"""The Gaussian MLP actor-critic shared by learner (training) and collectors (inference).
+
+Weights travel as one flat float32 vector (`flat_weights` / `load_flat_weights`)
+holding every parameter and the observation-normalizer statistics, in
+state_dict order, so a collector rebuilt from the same config reads them
+without any per-tensor framing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Normal
+
+from common.config import AppoConfig, PolicyConfig
+from common.task_spec import TaskSpec
+
+_ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "selu": nn.SELU, "leaky_relu": nn.LeakyReLU}
+
+
+def mlp(in_dim: int, hidden: list[int], out_dim: int, activation: str) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [nn.Linear(in_dim, width), _ACTIVATIONS[activation]()]
+        in_dim = width
+    layers.append(nn.Linear(in_dim, out_dim))
+    return nn.Sequential(*layers)
+
+
+class EmpiricalNormalizer(nn.Module):
+    """Running mean/variance of observations (parallel Welford); identity until enabled."""
+
+    def __init__(self, dim: int, enabled: bool, eps: float = 1e-8, clip: float = 10.0):
+        super().__init__()
+        self.enabled = enabled
+        self.eps = eps
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("var", torch.ones(dim))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return x
+        return ((x - self.mean) / torch.sqrt(self.var + self.eps)).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        if not self.enabled:
+            return
+        x = x.reshape(-1, x.shape[-1]).to(torch.float64)
+        n = x.shape[0]
+        if n == 0:
+            return
+        batch_mean = x.mean(0)
+        batch_var = x.var(0, unbiased=False)
+        total = self.count + n
+        delta = batch_mean - self.mean.double()
+        new_mean = self.mean.double() + delta * (n / total)
+        m2 = self.var.double() * self.count + batch_var * n + delta.square() * self.count * n / total
+        self.mean.copy_(new_mean.float())
+        self.var.copy_((m2 / total).float())
+        self.count.fill_(total.item())
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, obs_dim: int, critic_dim: int, act_dim: int, cfg: PolicyConfig, normalize: bool):
+        super().__init__()
+        self.act_dim = act_dim
+        self.obs_normalizer = EmpiricalNormalizer(obs_dim, normalize)
+        self.critic_normalizer = EmpiricalNormalizer(critic_dim, normalize)
+        self.actor = mlp(obs_dim, cfg.actor_hidden_dims, act_dim, cfg.activation)
+        self.critic = mlp(critic_dim, cfg.critic_hidden_dims, 1, cfg.activation)
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(np.log(cfg.init_noise_std))))
+
+    @classmethod
+    def from_config(cls, cfg: AppoConfig, task: TaskSpec) -> "ActorCritic":
+        return cls(task.obs_dim, task.critic_dim, task.act_dim, cfg.algo.policy, cfg.algo.empirical_normalization)
+
+    def distribution(self, obs: torch.Tensor) -> Normal:
+        mu = self.actor(self.obs_normalizer(obs))
+        return Normal(mu, self.log_std.exp().expand_as(mu))
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample actions and their log-probs (summed over action dims)."""
+        dist = self.distribution(obs)
+        actions = dist.sample()
+        return actions, dist.log_prob(actions).sum(-1)
+
+    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor(self.obs_normalizer(obs))
+
+    def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.critic_normalizer(critic_obs)).squeeze(-1)
+
+
+def flat_weights(model: nn.Module) -> np.ndarray:
+    """Every float tensor of the state_dict, concatenated (float32)."""
+    with torch.no_grad():
+        parts = [t.detach().reshape(-1).to("cpu", torch.float32) for t in model.state_dict().values()]
+        return torch.cat(parts).numpy()
+
+
+def flat_weights_size(model: nn.Module) -> int:
+    return sum(t.numel() for t in model.state_dict().values())
+
+
+@torch.no_grad()
+def load_flat_weights(model: nn.Module, flat: np.ndarray) -> None:
+    expected = flat_weights_size(model)
+    if flat.shape != (expected,):
+        raise ValueError(f"weight vector has shape {flat.shape}, the network needs ({expected},)")
+    src = torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32))
+    offset = 0
+    for t in model.state_dict().values():
+        n = t.numel()
+        t.copy_(src[offset : offset + n].view_as(t).to(t.dtype))
+        offset += n

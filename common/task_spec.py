@@ -1,0 +1,44 @@
+"""What every process must agree on about a task, without importing the simulator.
+
+The learner validates incoming rollouts against these numbers and builds its
+networks from them; the collector's task implementations declare the same spec
+(a test checks the real environments produce exactly these shapes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    obs_dim: int
+    critic_dim: int
+    act_dim: int
+    max_episode_steps: int
+    control_dt: float
+    reward_terms: tuple[str, ...]
+
+
+TASK_SPECS: dict[str, TaskSpec] = {
+    s.name: s
+    for s in (
+        # Gymnasium v5 MuJoCo bodies (critic sees the same observation as the actor).
+        TaskSpec("inverted_pendulum", 4, 4, 1, 1000, 0.04, ("alive",)),
+        TaskSpec("half_cheetah", 17, 17, 6, 1000, 0.05, ("forward", "ctrl")),
+        TaskSpec("hopper", 11, 11, 3, 1000, 0.008, ("forward", "ctrl", "healthy")),
+        TaskSpec("ant", 105, 105, 8, 1000, 0.05, ("forward", "ctrl", "contact", "healthy")),
+    )
+}
+
+
+class UnknownTaskError(ValueError):
+    pass
+
+
+def task_spec(name: str) -> TaskSpec:
+    try:
+        return TASK_SPECS[name]
+    except KeyError:
+        raise UnknownTaskError(f"unknown task {name!r}; available: {', '.join(sorted(TASK_SPECS))}") from None

@@ -1,0 +1,263 @@
+"""The learner lap (DESIGN.md section 2): wait -> ring->staging -> batch -> train -> publish -> log.
+
+`Learner.run()` is the whole loop; the transport and the run directory are
+handed in, so the same loop serves appo-train (shared memory) and appo-learner.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from common.config import AppoConfig
+from common.logging import get_logger
+from common.policy import flat_weights
+from common.rollout_spec import RolloutSpec
+from common.task_spec import TaskSpec
+from learner.appo import APPO
+from learner.checkpoint import save_checkpoint
+from learner.episode_stats import EpisodeStats
+from learner.metrics import Metrics
+from learner.receiver import Receiver
+from learner.ring import Ring
+from learner.staging import StagingPool
+
+log = get_logger("learner")
+
+
+class CollectorsGone(RuntimeError):
+    pass
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    return torch.device(name)
+
+
+@dataclass
+class Progress:
+    iteration: int = 0
+    policy_version: int = 0
+    total_env_steps: int = 0
+    trained_env_steps: int = 0
+    best_mean_reward: float | None = None
+    last_checkpoint: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+
+class Learner:
+    def __init__(self, cfg: AppoConfig, task: TaskSpec, run_dir: Path, transport, stop_event: threading.Event):
+        self.cfg = cfg
+        self.task = task
+        self.run_dir = run_dir
+        self.transport = transport
+        self.stop_event = stop_event
+        self.device = resolve_device(cfg.training.device)
+        self.spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
+        self.appo = APPO(cfg, task, self.device)
+        self.ring = Ring(self.spec, cfg.training.ring_slots, pin=self.device.type == "cuda")
+        self.staging = StagingPool(self.spec, cfg.training.replay_queue_size, self.device)
+        self.receiver = Receiver(transport, self.ring)
+        self.episodes = EpisodeStats()
+        self.metrics = Metrics(run_dir, cfg.algo.max_iterations, cfg.training.console)
+        self.progress = Progress()
+        self.status = "running"
+        self.per_collector: Counter[int] = Counter()
+        self.health: list = []  # callables returning an error message or None (e.g. dead collectors)
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self) -> dict:
+        self._publish()  # weights exist before the first rollout: no start-up deadlock
+        self.receiver.start()
+        try:
+            while self.progress.iteration < self.cfg.algo.max_iterations and not self.stop_event.is_set():
+                if not self._lap():
+                    break
+            self.status = "interrupted" if self.stop_event.is_set() else "completed"
+        except BaseException as exc:
+            self.status = "failed"
+            log.error("learner stopped", error=str(exc))
+            raise
+        finally:
+            self._finish()
+        return self.summary()
+
+    def _lap(self) -> bool:
+        t0 = time.perf_counter()
+        slots = self._wait_for_rollouts()
+        if not slots:
+            return False
+        t1 = time.perf_counter()
+        fresh = self._stage(slots)
+        t2 = time.perf_counter()
+        active = self.staging.active()
+        batch = self.staging.batch(active)
+        self.appo.update_normalizers(self.staging.batch(fresh))
+        t3 = time.perf_counter()
+        train_metrics = self.appo.update(batch)
+        self.staging.mark_used(active)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        t4 = time.perf_counter()
+        self.progress.iteration += 1
+        self._publish()
+        t5 = time.perf_counter()
+        lags = [self.progress.policy_version - 1 - v for v in self.staging.policy_versions(fresh)]
+        self.progress.trained_env_steps += len(active) * self.spec.env_steps
+        times = {"wait": t1 - t0, "stage": t2 - t1, "batch": t3 - t2, "train": t4 - t3, "publish": t5 - t4}
+        self._log(train_metrics, times, len(slots), lags)
+        self._maybe_checkpoint()
+        return True
+
+    def _wait_for_rollouts(self) -> list[int]:
+        waited = 0.0
+        gone_since = None
+        warn = self.cfg.training.collector_wait_warn_s
+        while not self.stop_event.is_set():
+            slots = self.ring.take_ready(timeout=min(0.5, warn))
+            if slots:
+                return slots
+            if self.receiver.error:
+                raise RuntimeError(f"receiver failed: {self.receiver.error}") from self.receiver.error
+            for check in self.health:
+                problem = check()
+                if problem:
+                    raise CollectorsGone(problem)
+            waited += min(0.5, warn)
+            if waited >= warn:
+                log.warning("waiting for rollouts", seconds=round(waited, 1), collectors=len(self.transport.collectors()))
+                warn += self.cfg.training.collector_wait_warn_s
+            if self.transport.collectors():
+                gone_since = None
+            else:
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since > self.cfg.training.collector_gone_timeout_s:
+                    raise CollectorsGone(
+                        f"no collector connected for {self.cfg.training.collector_gone_timeout_s:.0f} s"
+                    )
+        return []
+
+    def _stage(self, slots: list[int]) -> list[int]:
+        fresh = []
+        for slot in slots:
+            meta = self.ring.meta[slot]
+            fresh.append(self.staging.stage(self.ring, slot))
+            self.episodes.add(meta.stats)
+            self.per_collector[meta.collector_id] += 1
+            self.progress.total_env_steps += self.spec.env_steps
+            self._collector_perf = meta.stats
+            self.ring.release(slot)
+        # A pool smaller than one lap's arrivals overwrote some of them already.
+        return sorted(set(fresh[-self.staging.capacity :]))
+
+    def _publish(self) -> None:
+        self.transport.publish_weights(self.progress.policy_version, flat_weights(self.appo.model))
+        self.progress.policy_version += 1
+
+    # ------------------------------------------------------------------ logging / saving
+
+    def _log(self, train: dict, times: dict, num_read: int, lags: list[int]) -> None:
+        p = self.progress
+        lap = sum(times.values())
+        elapsed = time.monotonic() - p.started
+        episode = self.episodes.means()
+        reward = episode.get("Train/mean_reward")
+        if reward is not None and (p.best_mean_reward is None or reward > p.best_mean_reward):
+            p.best_mean_reward = reward
+        perf = getattr(self, "_collector_perf", {})
+        scalars = {
+            **train,
+            **episode,
+            "perf/iter_ms": lap * 1e3,
+            "perf/collector_wait_ms": times["wait"] * 1e3,
+            "perf/ring_to_staging_ms": times["stage"] * 1e3,
+            "perf/batch_ms": times["batch"] * 1e3,
+            "perf/train_ms": times["train"] * 1e3,
+            "perf/weight_publish_ms": times["publish"] * 1e3,
+            "perf/env_steps_per_s": p.total_env_steps / max(elapsed, 1e-9),
+            "perf/collector_mlp_infer_ms": perf.get("infer_ms"),
+            "perf/collector_env_step_ms": perf.get("step_ms"),
+            "Learner/staging_occupancy": self.staging.occupancy(),
+            "Learner/rollouts_read_per_lap": num_read,
+            "Learner/ring_occupancy": self.ring.occupancy(),
+            "Learner/policy_lag_mean": float(np.mean(lags)) if lags else 0.0,
+            "Learner/policy_lag_max": float(np.max(lags)) if lags else 0.0,
+            "Learner/overwritten_unused": self.staging.overwritten_unused,
+            "Learner/refused_messages": sum(self.receiver.refused_counts().values()),
+            "Learner/collectors_connected": len(self.transport.collectors()),
+        }
+        self.metrics.log(p.iteration, scalars, p.total_env_steps)
+        self.metrics.histogram("Learner/policy_lag", np.asarray(lags), p.iteration)
+        self._last_scalars = scalars
+
+    def _maybe_checkpoint(self) -> None:
+        it = self.progress.iteration
+        if it % self.cfg.algo.save_interval == 0 or it == self.cfg.algo.max_iterations:
+            self.save()
+
+    def save(self) -> Path:
+        p = self.progress
+        path = self.run_dir / f"model_{p.iteration}.pt"
+        state = {
+            "appo": self.appo.state_dict(),
+            "iteration": p.iteration,
+            "policy_version": p.policy_version,
+            "total_env_steps": p.total_env_steps,
+            "best_mean_reward": p.best_mean_reward,
+            "config": self.cfg.to_dict(),
+            "task": self.task.name,
+        }
+        save_checkpoint(state, path)
+        p.last_checkpoint = str(path)
+        log.info("checkpoint saved", path=str(path))
+        return path
+
+    def _finish(self) -> None:
+        self.receiver.stop()
+        if self.progress.iteration > 0 and (
+            self.progress.last_checkpoint is None
+            or not self.progress.last_checkpoint.endswith(f"model_{self.progress.iteration}.pt")
+        ):
+            self.save()
+        self.metrics.close()
+        self.write_summary()
+
+    def summary(self) -> dict:
+        p = self.progress
+        wall = time.monotonic() - p.started
+        last = getattr(self, "_last_scalars", {})
+        return {
+            "status": self.status,
+            "task": self.task.name,
+            "completed_iterations": p.iteration,
+            "total_env_steps": p.total_env_steps,
+            "trained_env_steps": p.trained_env_steps,
+            "final_mean_reward": last.get("Train/mean_reward"),
+            "best_mean_reward": p.best_mean_reward,
+            "mean_episode_length": last.get("Train/mean_episode_length"),
+            "last_checkpoint": p.last_checkpoint,
+            "training_wall_time_sec": wall,
+            "env_steps_per_sec": p.total_env_steps / max(wall, 1e-9),
+            "refused_messages": self.receiver.refused_counts(),
+            "rollouts_per_collector": {str(k): v for k, v in self.per_collector.items()},
+        }
+
+    def write_summary(self) -> Path:
+        path = self.run_dir / "summary.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.summary(), indent=2))
+        tmp.replace(path)
+        return path

@@ -1,0 +1,70 @@
+"""Moves filled collector buffers from the transport into the ring, while the learner trains.
+
+Runs in its own thread: numpy copies and select() release the GIL, so ingest
+overlaps the update.  A buffer goes back to its collector only after its data is
+in the ring; when the ring is full the receiver waits, which holds the collectors
+back instead of overwriting rollouts nobody trained on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import numpy as np
+
+from common.logging import get_logger
+from learner.ring import Ring, SlotMeta
+
+log = get_logger("receiver")
+
+
+class Receiver(threading.Thread):
+    def __init__(self, transport, ring: Ring):
+        super().__init__(name="appo-receiver", daemon=True)
+        self.transport = transport
+        self.ring = ring
+        self.stop_event = threading.Event()
+        self.refused: Counter[str] = Counter()
+        self.received = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                for arrival in self.transport.poll(timeout=0.05):
+                    self._ingest(arrival)
+        except BaseException as exc:  # surfaced to the learner loop, which stops the run
+            self.error = exc
+            log.exception("receiver failed")
+
+    def _ingest(self, arrival) -> None:
+        try:
+            bad = [k for k, a in arrival.arrays.items() if not np.isfinite(a).all()]
+            if bad:
+                self.refused["non_finite"] += 1
+                log.warning("refused rollout with non-finite values", collector=arrival.collector_id, fields=bad)
+                return
+            slot = None
+            while slot is None and not self.stop_event.is_set():
+                slot = self.ring.claim(timeout=0.1)
+            if slot is None:
+                return
+            dst = self.ring.slot_arrays(slot)
+            for k, a in arrival.arrays.items():
+                np.copyto(dst[k], a)
+        finally:
+            arrival.release()
+        self.ring.publish(slot, SlotMeta(arrival.collector_id, arrival.seq, arrival.policy_version, arrival.stats))
+        self.received += 1
+
+    def refused_counts(self) -> dict[str, int]:
+        out = dict(self.refused)
+        for k, v in getattr(self.transport, "refused", {}).items():
+            out[k] = out.get(k, 0) + v
+        return out
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.ring.wake()
+        self.join(timeout=5)

@@ -1,0 +1,65 @@
+"""V-trace off-policy value targets and advantages (Espeholt et al. 2018, IMPALA).
+
+All tensors are time-major, [T, N]; `bootstrap_values` is V(x_T), [N]. `dones` is
+1.0 where an episode ended at step t (terminated or truncated; the collector has
+already folded gamma * V(final) into a truncated step's reward), so x_{t+1} then
+belongs to the next episode and is masked out of step t's target.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _next(seq: torch.Tensor, bootstrap: torch.Tensor) -> torch.Tensor:
+    """seq shifted one step forward in time, with `bootstrap` as the value after the last step."""
+    return torch.cat([seq[1:], bootstrap.unsqueeze(0)], dim=0)
+
+
+@torch.no_grad()
+def vtrace(
+    behavior_log_probs: torch.Tensor,
+    target_log_probs: torch.Tensor,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    bootstrap_values: torch.Tensor,
+    dones: torch.Tensor,
+    gamma: float,
+    clip_rho: float,
+    clip_c: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V-trace targets vs [T, N] and policy-gradient advantages [T, N] (unnormalized)."""
+    values = values.detach()
+    bootstrap_values = bootstrap_values.detach()
+    rho = torch.exp(target_log_probs.detach() - behavior_log_probs.detach())
+    rho_bar = rho.clamp(max=clip_rho)
+    c = rho.clamp(max=clip_c)
+    discount = gamma * (1.0 - dones.to(values.dtype))
+
+    deltas = rho_bar * (rewards + discount * _next(values, bootstrap_values) - values)
+    # vs_t - V(x_t) accumulated backwards; the correction past the horizon is zero.
+    corrections = torch.empty_like(values)
+    acc = torch.zeros_like(bootstrap_values)
+    for t in range(values.shape[0] - 1, -1, -1):
+        acc = deltas[t] + discount[t] * c[t] * acc
+        corrections[t] = acc
+    vs = values + corrections
+
+    advantages = rho_bar * (rewards + discount * _next(vs, bootstrap_values) - values)
+    return vs, advantages
+
+
+@torch.no_grad()
+def vtrace_stats(
+    behavior_log_probs: torch.Tensor, target_log_probs: torch.Tensor, clip_rho: float
+) -> dict[str, torch.Tensor]:
+    """How off-policy a batch is: importance-weight clipping rate, tail, and mean |log-prob gap|."""
+    log_delta = (target_log_probs.detach() - behavior_log_probs.detach()).reshape(-1)
+    rho = torch.exp(log_delta)
+    # Nearest-rank percentile: kthvalue has no input-size cap (torch.quantile stops at 2^24).
+    k = max(1, -(-99 * rho.numel() // 100))  # ceil(0.99 n) in exact integer arithmetic
+    return {
+        "rho_clip_fraction": (rho > clip_rho).float().mean(),
+        "rho_p99": rho.kthvalue(k).values,
+        "log_prob_delta_abs_mean": log_delta.abs().mean(),
+    }

@@ -1,0 +1,49 @@
+"""Helpers for driving the real executables on tiny budgets."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def exe(name: str) -> str:
+    return str(BIN / name)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def read_summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.fixture
+def shm_root(tmp_path):
+    """A private shared-memory root per test (tmpfs when /dev/shm is there), checked empty afterwards."""
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else tmp_path
+    root = base / f"appo-test-{os.getpid()}-{time.monotonic_ns()}"
+    root.mkdir()
+    yield root
+    leftovers = list(root.iterdir())
+    for p in leftovers:
+        subprocess.run(["rm", "-rf", str(p)])
+    root.rmdir()
+    assert leftovers == [], f"shared memory left behind: {leftovers}"

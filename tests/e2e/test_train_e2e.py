@@ -1,0 +1,123 @@
+"""The real executables end to end: artifacts, clean stop, refused config, crash reporting."""
+
+import os
+import signal
+import subprocess
+import time
+
+import yaml
+from conftest import children, exe, read_summary, wait_for
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+TINY = [
+    "algo.num_envs=16",
+    "algo.steps_per_env=16",
+    "algo.policy.actor_hidden_dims=[32,32]",
+    "algo.policy.critic_hidden_dims=[32,32]",
+    "training.console=false",
+]
+
+
+def test_train_leaves_events_checkpoints_and_summary(tmp_path, shm_root):
+    """appo-train runs a few iterations and leaves config.yaml, TensorBoard events, model_<i>.pt and summary.json."""
+    run = tmp_path / "run"
+    args = [exe("appo-train"), "--task", "inverted_pendulum", "--log-dir", str(run), *TINY,
+            "algo.max_iterations=4", "algo.save_interval=2", f"transport.shm_root={shm_root}"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(run)
+    assert summary["status"] == "completed"
+    assert summary["completed_iterations"] == 4
+    assert summary["total_env_steps"] >= 4 * 16 * 16
+    assert summary["last_checkpoint"].endswith("model_4.pt")
+    for key in ("final_mean_reward", "best_mean_reward", "mean_episode_length", "training_wall_time_sec", "env_steps_per_sec"):
+        assert key in summary
+    assert (run / "model_2.pt").is_file() and (run / "model_4.pt").is_file()
+    assert yaml.safe_load((run / "config.yaml").read_text())["algo"]["num_envs"] == 16
+    acc = EventAccumulator(str(run))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    for tag in ("Loss/surrogate", "Loss/value", "Loss/learning_rate", "Train/approx_kl", "Train/vtrace_rho_p99",
+                "Policy/mean_std", "perf/iter_ms", "perf/collector_wait_ms", "perf/env_steps_per_s",
+                "Learner/policy_lag_mean"):
+        assert tag in tags, tag
+    assert [e.step for e in acc.Scalars("perf/iter_ms")] == [1, 2, 3, 4]
+
+
+def test_sigterm_stops_cleanly_with_final_checkpoint(tmp_path, shm_root):
+    """SIGTERM mid-run: exit 0, a final checkpoint, status interrupted, no collector left, no shm left."""
+    run = tmp_path / "run"
+    args = [exe("appo-train"), "--task", "inverted_pendulum", "--log-dir", str(run), *TINY,
+            "algo.max_iterations=100000", "algo.save_interval=100000", f"transport.shm_root={shm_root}"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: any(e.name.startswith("events") for e in run.glob("events*")) and
+             (run / "collector_0.log").exists() and len(list(run.glob("events*"))) and _iterations(run) >= 2,
+             120, "two iterations")
+    kids = children(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    summary = read_summary(run)
+    assert summary["status"] == "interrupted"
+    assert (run / f"model_{summary['completed_iterations']}.pt").is_file()
+    for pid in kids:
+        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid), f"collector {pid} still running"
+
+
+def _iterations(run) -> int:
+    acc = EventAccumulator(str(run))
+    acc.Reload()
+    return len(acc.Scalars("perf/iter_ms")) if "perf/iter_ms" in acc.Tags()["scalars"] else 0
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def test_bad_config_is_refused_before_anything_starts(tmp_path, shm_root):
+    """An unknown key and an out-of-range value exit 2 naming the key; no run directory is made."""
+    run = tmp_path / "run"
+    for bad, key in (("algo.num_env=8", "algo.num_env"), ("algo.algorithm.gamma=2", "algo.algorithm.gamma")):
+        proc = subprocess.run([exe("appo-train"), "--log-dir", str(run), bad, f"transport.shm_root={shm_root}"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2
+        assert key in proc.stderr
+    proc = subprocess.run([exe("appo-train"), "--task", "no_such_task", "--log-dir", str(run)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no_such_task" in proc.stderr and "half_cheetah" in proc.stderr
+    assert not run.exists()
+
+
+def test_collector_crash_is_reported_not_hidden(tmp_path, shm_root):
+    """kill -9 of the only collector: appo-train reports it died and stops with an error."""
+    run = tmp_path / "run"
+    args = [exe("appo-train"), "--task", "inverted_pendulum", "--log-dir", str(run), *TINY,
+            "algo.max_iterations=100000", f"transport.shm_root={shm_root}"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: _iterations(run) >= 1, 120, "first iteration")
+    (collector,) = children(proc.pid)
+    os.kill(collector, signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "collector died" in err and "every collector exited" in err
+    assert read_summary(run)["status"] == "failed"
+
+
+def test_learner_and_collector_executables_over_shared_memory(tmp_path, shm_root):
+    """appo-learner prints its shm dir; a separately started appo-collector joins and the run completes."""
+    run = tmp_path / "run"
+    learner = subprocess.Popen([exe("appo-learner"), "--task", "inverted_pendulum", "--log-dir", str(run), *TINY,
+                                "algo.max_iterations=3", f"transport.shm_root={shm_root}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = learner.stdout.readline()
+    assert line.startswith("shm_dir="), line
+    shm_dir = line.strip().split("=", 1)[1]
+    collector = subprocess.Popen([exe("appo-collector"), "--task", "inverted_pendulum", "--shm-dir", shm_dir,
+                                  "--config", str(run / "config.yaml")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert learner.wait(timeout=180) == 0, learner.stderr.read()[-3000:]
+    assert collector.wait(timeout=60) == 0, collector.stderr.read()[-3000:]
+    assert read_summary(run)["completed_iterations"] == 3

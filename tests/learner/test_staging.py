@@ -1,0 +1,64 @@
+"""Staging pool: capacity, oldest-first overwrite, time-major batch layout, unused-overwrite count."""
+
+import torch
+
+from common.rollout_spec import RolloutSpec
+from learner.ring import Ring, SlotMeta
+from learner.staging import StagingPool
+
+SPEC = RolloutSpec("t", num_envs=3, steps=4, obs_dim=2, critic_dim=3, act_dim=1)
+
+
+def _stage(pool: StagingPool, ring: Ring, value: float, seq: int) -> int:
+    slot = ring.claim(0)
+    arrays = ring.slot_arrays(slot)
+    for a in arrays.values():
+        a.fill(value)
+    # obs encodes (env, t) so the layout can be checked: 100*value + 10*env + t
+    n, t = SPEC.num_envs, SPEC.steps
+    arrays["obs"][:] = (100 * value + 10 * torch.arange(n)[:, None] + torch.arange(t)[None, :]).numpy()[..., None]
+    ring.publish(slot, SlotMeta(0, seq, seq, {}))
+    (s,) = ring.take_ready(0.1)
+    entry = pool.stage(ring, s)
+    ring.release(s)
+    return entry
+
+
+def test_capacity_and_oldest_overwritten_first():
+    """The pool holds replay_queue_size rollouts; the oldest entry is replaced first."""
+    ring = Ring(SPEC, 4, pin=False)
+    pool = StagingPool(SPEC, 3, torch.device("cpu"))
+    entries = [_stage(pool, ring, v, v) for v in range(5)]
+    assert entries == [0, 1, 2, 0, 1]
+    assert pool.occupancy() == 3
+    assert sorted(pool.policy_versions(pool.active())) == [2, 3, 4]
+
+
+def test_batch_is_time_major_and_env_concatenated():
+    """batch()['obs'][t, k*N + n] is entry k's obs[n, t]; last_obs is [K*N, dim]."""
+    ring = Ring(SPEC, 4, pin=False)
+    pool = StagingPool(SPEC, 3, torch.device("cpu"))
+    for v in (1, 2):
+        _stage(pool, ring, v, v)
+    b = pool.batch()
+    n, t = SPEC.num_envs, SPEC.steps
+    assert b["obs"].shape == (t, 2 * n, SPEC.obs_dim)
+    assert b["log_probs"].shape == (t, 2 * n)
+    assert b["last_critic"].shape == (2 * n, SPEC.critic_dim)
+    for k, v in enumerate((1, 2)):
+        for env in range(n):
+            for step in range(t):
+                assert b["obs"][step, k * n + env, 0] == 100 * v + 10 * env + step
+
+
+def test_overwriting_an_untrained_rollout_is_counted():
+    """A rollout pushed out before any update used it counts as wasted; a used one does not."""
+    ring = Ring(SPEC, 4, pin=False)
+    pool = StagingPool(SPEC, 2, torch.device("cpu"))
+    _stage(pool, ring, 0, 0)
+    pool.mark_used(pool.active())
+    _stage(pool, ring, 1, 1)
+    _stage(pool, ring, 2, 2)  # overwrites entry 0 (used): not waste
+    assert pool.overwritten_unused == 0
+    _stage(pool, ring, 3, 3)  # overwrites entry 1 (never used): waste
+    assert pool.overwritten_unused == 1
