@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0, help="duration of each measurement")
     p.add_argument("--rounds", type=int, default=2, help="alternate ceiling/collector this many times")
     p.add_argument("--json", help="also write the figures to this file")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)
 
     from collector.envs import make_env
     from collector.rollout import Collector

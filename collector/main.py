@@ -1,4 +1,8 @@
-"""appo-collector: step a batch of MuJoCo envs with the current policy and stream rollouts."""
+"""appo-collector: step a batch of MuJoCo envs with the current policy and stream rollouts.
+
+Same host as the learner:  appo-collector --task T --shm-dir /dev/shm/appo-...
+Another host:              appo-collector --task T --learner tcp://HOST:5555
+"""
 
 from __future__ import annotations
 
@@ -10,39 +14,54 @@ import torch
 
 from common.cli import add_config_args, config_from_args, install_stop_handlers
 from common.cores import split_cores, usable_cores
+from common.curve import CurveError
 from common.logging import get_logger, setup_logging
+from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
-from common.shm_transport import CollectorShm, TransportError
-from common.task_spec import UnknownTaskError, task_spec
+from common.shm_transport import TransportError
+from common.task_spec import UnknownTaskError, resolve_task_spec
+from common.transports import collector_transport
 
 log = get_logger("collector")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="appo-collector", description=__doc__)
+    p = argparse.ArgumentParser(prog="appo-collector", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(p)
-    p.add_argument("--shm-dir", required=True, help="the learner's shared-memory run directory (printed by appo-learner)")
-    p.add_argument("--collector-id", type=int, default=0, help="this collector's id on that host (0, 1, ...)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--shm-dir", help="the learner's shared-memory run directory (same host)")
+    where.add_argument("--learner", help="the learner's address tcp://HOST:PORT (transport.learner)")
+    p.add_argument("--collector-id", type=int, default=0, help="this collector's id on its host (0, 1, ...)")
     p.add_argument("--num-envs", type=int, help="environments stepped together (algo.num_envs)")
     p.add_argument("--threads", type=int, help="MuJoCo stepping threads (training.collector_threads)")
     p.add_argument("--max-rollouts", type=int, help="stop after sending this many rollouts")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)
     if args.collector_id < 0:
         p.error("--collector-id must be >= 0")
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    setup_logging("collector")
+def _extra(args: argparse.Namespace) -> dict:
     extra: dict = {}
     if args.num_envs is not None:
         extra.setdefault("algo", {})["num_envs"] = args.num_envs
     if args.threads is not None:
         extra.setdefault("training", {})["collector_threads"] = args.threads
-    cfg = config_from_args(args, extra)
+    if args.learner:
+        extra.setdefault("transport", {}).update(kind="zmq", learner=args.learner)
+    return extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging("collector")
+    cfg = config_from_args(args, _extra(args))
+    if not args.shm_dir and not cfg.transport.learner:
+        print("error: give --shm-dir (same host) or --learner tcp://HOST:PORT (transport.learner)", file=sys.stderr)
+        return 2
     try:
-        task = task_spec(cfg.task)
+        task = resolve_task_spec(cfg.task)
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -55,10 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
+    num_weights = flat_weights_size(ActorCritic.from_config(cfg, task))
     try:
-        channel = CollectorShm(args.shm_dir, args.collector_id, spec, cfg.transport.buffers_per_collector)
-    except (TransportError, OSError) as exc:
-        print(f"error: cannot join {args.shm_dir}: {exc}", file=sys.stderr)
+        channel = collector_transport(cfg, spec, num_weights, args.collector_id, args.shm_dir)
+    except (TransportError, CurveError, OSError) as exc:
+        print(f"error: cannot connect: {exc}", file=sys.stderr)
         return 2
     seed = cfg.algo.seed + 1000 * (args.collector_id + 1)
     env = make_env(cfg.task, cfg.algo.num_envs, threads, seed)
@@ -69,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         env.close()
         channel.close()
+    fatal = getattr(channel, "fatal", None)
+    if fatal:
+        print(f"error: {fatal}", file=sys.stderr)
+        return 2
     log.info("collector stopped", rollouts=sent)
     return 0
 

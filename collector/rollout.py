@@ -94,10 +94,10 @@ class Collector:
     def _should_stop(self) -> bool:
         return self.stop_event.is_set() or self.channel.stop_requested() or not self.channel.learner_alive()
 
-    def wait_for_weights(self, timeout: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout
+    def wait_for_weights(self) -> bool:
+        """Block until the learner has published weights (False if stopped first)."""
         while not self._take_weights():
-            if self._should_stop() or time.monotonic() > deadline:
+            if self._should_stop():
                 return False
             time.sleep(0.01)
         return True

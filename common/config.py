@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import difflib
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from pydantic_settings import (
 )
 
 ENV_PREFIX = "APPO_"
+_ENDPOINT = re.compile(r"^tcp://[^\s:/]+:(6553[0-4]|655[0-2]\d|65[0-4]\d\d|6[0-4]\d{3}|[1-5]\d{4}|[1-9]\d{0,3})$")
 ENV_DELIMITER = "__"
 # APPO_* variables that are process settings, not part of the config model.
 NON_CONFIG_ENV = {"APPO_LOG_FORMAT", "APPO_LOG_LEVEL"}
@@ -102,6 +104,7 @@ class TrainingConfig(_Section):
     learner_threads: int = Field(0, ge=0, description="torch intra-op threads in the learner; 0 = automatic split.")
     collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
     console: bool = Field(True, description="Print the live console line each iteration.")
+    max_policy_lag: int = Field(20, ge=0, description="Refuse rollouts whose policy is more versions behind than this.")
 
     @field_validator("device", "collector_device")
     @classmethod
@@ -118,6 +121,21 @@ class TransportConfig(_Section):
     kind: Literal["shm", "zmq"] = Field("shm", description="shm on one host; zmq between hosts.")
     shm_root: str = Field("/dev/shm", description="Where shared-memory run directories live.")
     buffers_per_collector: int = Field(2, ge=1, description="Rollout buffers each collector fills in turn.")
+    listen: str = Field("tcp://0.0.0.0:5555", description="Learner: ZeroMQ endpoint for rollouts (weights on port+1).")
+    learner: str = Field("", description="Collector: the learner's address, tcp://HOST:PORT.")
+    max_in_flight: int = Field(2, ge=1, le=64, description="Credits: rollouts a collector may have unacknowledged.")
+    heartbeat_s: float = Field(1.0, gt=0, description="Heartbeat period, both directions.")
+    peer_timeout_s: float = Field(10.0, gt=0, description="A peer silent this long is considered gone.")
+    collector_name: str = Field("", description="Collector name shown in metrics; empty = host-pid.")
+    curve_dir: str = Field("", description="CurveZMQ keys (appo-keys output or a mounted Secret); empty = open transport.")
+    curve_client_name: str = Field("collector", description="Collector: which key pair of curve_dir to use.")
+
+    @field_validator("listen", "learner")
+    @classmethod
+    def _tcp_endpoint(cls, v: str) -> str:
+        if v and not _ENDPOINT.match(v):
+            raise ValueError("expected tcp://HOST:PORT with a port in 1..65534")
+        return v
 
 
 class AppoConfig(BaseSettings):

@@ -2,6 +2,9 @@
 
 The reference configuration (common/config.py) targets the Go2 with thousands of
 envs; the small Gymnasium bodies learn faster with fewer envs and longer rollouts.
+Their returns are in the hundreds or thousands (no dt scaling), so the value loss
+is not clipped: a clip of clip_param around the old values would let the critic
+move only 0.2 per update.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algo": {
             "num_envs": 64,
             "steps_per_env": 32,
-            "max_iterations": 100,
-            "save_interval": 50,
+            "max_iterations": 300,
+            "save_interval": 100,
             "policy": {"actor_hidden_dims": [64, 64], "critic_hidden_dims": [64, 64]},
-            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "num_mini_batches": 4},
+            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False},
         },
+        # Fresh data only: replaying rollouts made this small task's learning erratic.
+        "training": {"replay_queue_size": 1},
     },
     "half_cheetah": {
         "algo": {
@@ -26,7 +31,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "max_iterations": 300,
             "save_interval": 100,
             "policy": {"actor_hidden_dims": [256, 256], "critic_hidden_dims": [256, 256]},
-            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0},
+            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False},
         },
     },
     "hopper": {
@@ -35,7 +40,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "steps_per_env": 32,
             "max_iterations": 300,
             "policy": {"actor_hidden_dims": [256, 256], "critic_hidden_dims": [256, 256]},
-            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0},
+            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False},
         },
     },
     "ant": {
@@ -44,7 +49,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "steps_per_env": 32,
             "max_iterations": 300,
             "policy": {"actor_hidden_dims": [256, 256], "critic_hidden_dims": [256, 256]},
-            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0},
+            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False},
         },
     },
 }

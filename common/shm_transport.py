@@ -27,12 +27,13 @@ import shutil
 import stat
 import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgpack
 import numpy as np
 
+from common.arrival import Arrival
 from common.rollout_spec import RolloutSpec, views
 
 DIR_PREFIX = "appo-"
@@ -297,21 +298,6 @@ class CollectorShm:
 
 
 @dataclass
-class Arrival:
-    """A filled collector buffer, readable in place until release()."""
-
-    collector_id: int
-    seq: int
-    policy_version: int
-    arrays: dict[str, np.ndarray]
-    stats: dict
-    _release: object = field(repr=False, default=None)
-
-    def release(self) -> None:
-        self._release()
-
-
-@dataclass
 class _Channel:
     collector_id: int
     pid: int
@@ -445,7 +431,7 @@ class LearnerShm:
             self._refuse("bad_stats")
             release()
             return None
-        return Arrival(ch.collector_id, seq, version, ch.buffers[b], stats, release)
+        return Arrival(f"local-{ch.collector_id}", seq, version, ch.buffers[b], stats, release)
 
     def _free(self, ch: _Channel, b: int) -> None:
         if self._channels.get(ch.collector_id) is not ch:

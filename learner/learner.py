@@ -51,7 +51,6 @@ class Progress:
     iteration: int = 0
     policy_version: int = 0
     total_env_steps: int = 0
-    trained_env_steps: int = 0
     best_mean_reward: float | None = None
     last_checkpoint: str | None = None
     started: float = field(default_factory=time.monotonic)
@@ -69,12 +68,15 @@ class Learner:
         self.appo = APPO(cfg, task, self.device)
         self.ring = Ring(self.spec, cfg.training.ring_slots, pin=self.device.type == "cuda")
         self.staging = StagingPool(self.spec, cfg.training.replay_queue_size, self.device)
-        self.receiver = Receiver(transport, self.ring)
+        self.receiver = Receiver(
+            transport, self.ring, lambda: self.progress.policy_version - 1, cfg.training.max_policy_lag
+        )
         self.episodes = EpisodeStats()
         self.metrics = Metrics(run_dir, cfg.algo.max_iterations, cfg.training.console)
         self.progress = Progress()
         self.status = "running"
-        self.per_collector: Counter[int] = Counter()
+        self.per_collector: Counter[str] = Counter()  # rollouts received, by collector name
+        self.collector_versions: dict[str, int] = {}  # policy version of each collector's newest rollout
         self.health: list = []  # callables returning an error message or None (e.g. dead collectors)
 
     # ------------------------------------------------------------------ main loop
@@ -116,7 +118,6 @@ class Learner:
         self._publish()
         t5 = time.perf_counter()
         lags = [self.progress.policy_version - 1 - v for v in self.staging.policy_versions(fresh)]
-        self.progress.trained_env_steps += len(active) * self.spec.env_steps
         times = {"wait": t1 - t0, "stage": t2 - t1, "batch": t3 - t2, "train": t4 - t3, "publish": t5 - t4}
         self._log(train_metrics, times, len(slots), lags)
         self._maybe_checkpoint()
@@ -156,7 +157,8 @@ class Learner:
             meta = self.ring.meta[slot]
             fresh.append(self.staging.stage(self.ring, slot))
             self.episodes.add(meta.stats)
-            self.per_collector[meta.collector_id] += 1
+            self.per_collector[meta.collector] += 1
+            self.collector_versions[meta.collector] = meta.policy_version
             self.progress.total_env_steps += self.spec.env_steps
             self._collector_perf = meta.stats
             self.ring.release(slot)
@@ -199,6 +201,10 @@ class Learner:
             "Learner/refused_messages": sum(self.receiver.refused_counts().values()),
             "Learner/collectors_connected": len(self.transport.collectors()),
         }
+        for name, count in self.per_collector.items():
+            scalars[f"Collectors/{name}/rollouts"] = count
+            scalars[f"Collectors/{name}/env_steps"] = count * self.spec.env_steps
+            scalars[f"Collectors/{name}/policy_version"] = self.collector_versions[name]
         self.metrics.log(p.iteration, scalars, p.total_env_steps)
         self.metrics.histogram("Learner/policy_lag", np.asarray(lags), p.iteration)
         self._last_scalars = scalars
@@ -244,7 +250,7 @@ class Learner:
             "task": self.task.name,
             "completed_iterations": p.iteration,
             "total_env_steps": p.total_env_steps,
-            "trained_env_steps": p.trained_env_steps,
+            "trained_env_steps": self.staging.trained_rollouts * self.spec.env_steps,
             "final_mean_reward": last.get("Train/mean_reward"),
             "best_mean_reward": p.best_mean_reward,
             "mean_episode_length": last.get("Train/mean_episode_length"),

@@ -2,6 +2,8 @@
 
 On one host (transport.kind=shm) it creates a shared-memory run directory and
 prints it; start collectors with `appo-collector --shm-dir <that dir>`.
+Across hosts (--listen, or transport.kind=zmq) collectors connect with
+`appo-collector --learner tcp://HOST:PORT`.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from common.cores import usable_cores
 from common.logging import get_logger, setup_logging
 from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
-from common.shm_transport import LearnerShm
-from common.task_spec import UnknownTaskError, task_spec
+from common.curve import CurveError
+from common.transports import learner_transport
+from common.task_spec import UnknownTaskError, resolve_task_spec
 from learner.learner import CollectorsGone, Learner
 from learner.run_dir import make_run_dir, save_config
 
@@ -30,20 +33,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="appo-learner", description=__doc__)
     add_config_args(p)
     p.add_argument("--log-dir", help="run directory (default logs/appo/<task>/<timestamp>)")
-    return p.parse_args(argv)
+    p.add_argument("--listen", help="serve collectors over ZeroMQ on this endpoint, e.g. tcp://0.0.0.0:5555")
+    return p.parse_intermixed_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging("learner")
-    cfg = config_from_args(args)
+    extra = {"transport": {"kind": "zmq", "listen": args.listen}} if args.listen else {}
+    cfg = config_from_args(args, extra)
     try:
-        task = task_spec(cfg.task)
+        task = resolve_task_spec(cfg.task)
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if cfg.transport.kind != "shm":
-        print("error: transport.kind=zmq is not available in this version; use shm on one host", file=sys.stderr)
         return 2
     torch.set_num_threads(cfg.training.learner_threads or usable_cores())
     torch.manual_seed(cfg.algo.seed)
@@ -53,9 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     install_stop_handlers(stop)
     spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
     num_weights = flat_weights_size(ActorCritic.from_config(cfg, task))
-    transport = LearnerShm(cfg.transport.shm_root, f"{run_dir.name}-{os.getpid()}", spec, num_weights)
-    print(f"shm_dir={transport.run_dir}", flush=True)
-    log.info("learner waiting for collectors", shm_dir=str(transport.run_dir), run_dir=str(run_dir))
+    try:
+        transport = learner_transport(cfg, spec, num_weights, f"{run_dir.name}-{os.getpid()}")
+    except (CurveError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if cfg.transport.kind == "shm":
+        print(f"shm_dir={transport.run_dir}", flush=True)
+    where = str(transport.run_dir) if cfg.transport.kind == "shm" else cfg.transport.listen
+    log.info("learner waiting for collectors", transport=cfg.transport.kind, at=where, run_dir=str(run_dir))
     try:
         summary = Learner(cfg, task, run_dir, transport, stop).run()
     except CollectorsGone as exc:

@@ -20,10 +20,12 @@ log = get_logger("receiver")
 
 
 class Receiver(threading.Thread):
-    def __init__(self, transport, ring: Ring):
+    def __init__(self, transport, ring: Ring, current_version=lambda: 0, max_policy_lag: int | None = None):
         super().__init__(name="appo-receiver", daemon=True)
         self.transport = transport
         self.ring = ring
+        self.current_version = current_version
+        self.max_policy_lag = max_policy_lag
         self.stop_event = threading.Event()
         self.refused: Counter[str] = Counter()
         self.received = 0
@@ -40,14 +42,21 @@ class Receiver(threading.Thread):
 
     def _ingest(self, arrival) -> None:
         try:
+            lag = self.current_version() - arrival.policy_version
+            if self.max_policy_lag is not None and lag > self.max_policy_lag:
+                self.refused["stale_policy"] += 1
+                return
             bad = [k for k, a in arrival.arrays.items() if not np.isfinite(a).all()]
             if bad:
                 self.refused["non_finite"] += 1
-                log.warning("refused rollout with non-finite values", collector=arrival.collector_id, fields=bad)
+                log.warning("refused rollout with non-finite values", collector=arrival.collector, fields=bad)
                 return
             slot = None
+            service = getattr(self.transport, "service", None)
             while slot is None and not self.stop_event.is_set():
                 slot = self.ring.claim(timeout=0.1)
+                if slot is None and service:
+                    service()  # keep heartbeats flowing while the ring is full
             if slot is None:
                 return
             dst = self.ring.slot_arrays(slot)
@@ -55,7 +64,7 @@ class Receiver(threading.Thread):
                 np.copyto(dst[k], a)
         finally:
             arrival.release()
-        self.ring.publish(slot, SlotMeta(arrival.collector_id, arrival.seq, arrival.policy_version, arrival.stats))
+        self.ring.publish(slot, SlotMeta(arrival.collector, arrival.seq, arrival.policy_version, arrival.stats))
         self.received += 1
 
     def refused_counts(self) -> dict[str, int]:

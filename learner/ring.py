@@ -30,7 +30,7 @@ class SlotState(Enum):
 
 @dataclass
 class SlotMeta:
-    collector_id: int
+    collector: str
     seq: int
     policy_version: int
     stats: dict

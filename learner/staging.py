@@ -34,6 +34,7 @@ class StagingPool:
         self.entries: list[StagedEntry | None] = [None] * capacity
         self._next = 0  # the oldest entry: overwritten next
         self.overwritten_unused = 0  # rollouts pushed out before they were ever trained on
+        self.trained_rollouts = 0  # distinct rollouts used by at least one update
 
     def stage(self, ring: Ring, slot: int) -> int:
         """Copy ring slot -> the oldest pool entry; returns the entry index."""
@@ -70,6 +71,8 @@ class StagingPool:
 
     def mark_used(self, indices: list[int]) -> None:
         for i in indices:
+            if self.entries[i].uses == 0:
+                self.trained_rollouts += 1
             self.entries[i].uses += 1
 
     def policy_versions(self, indices: list[int]) -> list[int]:

@@ -15,7 +15,7 @@ from common.logging import get_logger, setup_logging
 from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
 from common.shm_transport import LearnerShm
-from common.task_spec import UnknownTaskError, task_spec
+from common.task_spec import UnknownTaskError, resolve_task_spec
 from learner.learner import CollectorsGone, Learner
 from learner.local_collectors import LocalCollectors
 from learner.run_dir import make_run_dir, save_config
@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_config_args(p)
     p.add_argument("--collectors", type=int, default=1, help="local collector processes (default 1)")
     p.add_argument("--log-dir", help="run directory (default logs/appo/<task>/<timestamp>)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)
     if args.collectors < 1:
         p.error("--collectors must be >= 1")
     return args
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging("learner")
     cfg = config_from_args(args)
     try:
-        task = task_spec(cfg.task)
+        task = resolve_task_spec(cfg.task)
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -82,7 +82,8 @@ def test_preset_applies_for_its_task(task):
     assert c.algo.algorithm.learning_rate == preset["algorithm"]["learning_rate"]
     # keys the preset does not name keep their defaults
     assert c.algo.algorithm.gamma == 0.99
-    assert c.training.replay_queue_size == 3
+    assert c.training.replay_queue_size == PRESETS[task].get("training", {}).get("replay_queue_size", 3)
+    assert c.training.ring_slots == 4
 
 
 def test_default_task_gets_its_preset():

@@ -43,7 +43,7 @@ def test_rollout_arrives_with_data_and_metadata(learner):
     buf.arrays["rewards"][2, 4] = -7.0
     col.commit(buf, seq=11, policy_version=4, stats={"episodes": 2, "return_mean": 3.0})
     (arr,) = _poll_until(learner, 1)
-    assert (arr.collector_id, arr.seq, arr.policy_version) == (3, 11, 4)
+    assert (arr.collector, arr.seq, arr.policy_version) == ("local-3", 11, 4)
     assert arr.stats == {"episodes": 2, "return_mean": 3.0}
     assert arr.arrays["obs"].shape == (8, 5, 4) and (arr.arrays["obs"] == 1.5).all()
     assert arr.arrays["rewards"][2, 4] == -7.0
@@ -165,7 +165,7 @@ def test_rollout_from_another_process(learner):
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(learner.run_dir)])
     (arr,) = _poll_until(learner, 1, 15)
-    assert arr.collector_id == 2 and arr.seq == 9 and (arr.arrays["last_critic"] == 4.25).all()
+    assert arr.collector == "local-2" and arr.seq == 9 and (arr.arrays["last_critic"] == 4.25).all()
     arr.release()
     assert proc.wait(timeout=15) == 0
 

@@ -47,3 +47,34 @@ def shm_root(tmp_path):
         subprocess.run(["rm", "-rf", str(p)])
     root.rmdir()
     assert leftovers == [], f"shared memory left behind: {leftovers}"
+
+
+def scalars(run: Path, tag: str) -> list[float]:
+    """Values of one TensorBoard scalar written so far (empty if none yet)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    if not run.is_dir() or not list(run.glob("events*")):
+        return []
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    acc.Reload()
+    if tag not in acc.Tags()["scalars"]:
+        return []
+    return [e.value for e in acc.Scalars(tag)]
+
+
+def last(run: Path, tag: str, default: float = 0.0) -> float:
+    values = scalars(run, tag)
+    return values[-1] if values else default
+
+
+@pytest.fixture
+def netlab():
+    """A fresh set of network namespaces on a private bridge; skipped only where ip netns is not permitted."""
+    from netlab import NetLab, netns_available
+
+    ok, why = netns_available()
+    if not ok:
+        pytest.skip(why)
+    lab = NetLab()
+    yield lab
+    lab.close()

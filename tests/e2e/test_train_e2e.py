@@ -50,9 +50,7 @@ def test_sigterm_stops_cleanly_with_final_checkpoint(tmp_path, shm_root):
     args = [exe("appo-train"), "--task", "inverted_pendulum", "--log-dir", str(run), *TINY,
             "algo.max_iterations=100000", "algo.save_interval=100000", f"transport.shm_root={shm_root}"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: any(e.name.startswith("events") for e in run.glob("events*")) and
-             (run / "collector_0.log").exists() and len(list(run.glob("events*"))) and _iterations(run) >= 2,
-             120, "two iterations")
+    wait_for(lambda: _iterations(run) >= 2, 120, "two iterations")
     kids = children(proc.pid)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
@@ -65,6 +63,8 @@ def test_sigterm_stops_cleanly_with_final_checkpoint(tmp_path, shm_root):
 
 
 def _iterations(run) -> int:
+    if not list(run.glob("events*")):
+        return 0
     acc = EventAccumulator(str(run))
     acc.Reload()
     return len(acc.Scalars("perf/iter_ms")) if "perf/iter_ms" in acc.Tags()["scalars"] else 0

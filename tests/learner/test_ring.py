@@ -15,7 +15,7 @@ def _write(ring: Ring, value: float, seq: int) -> int:
     slot = ring.claim(timeout=1.0)
     for a in ring.slot_arrays(slot).values():
         a.fill(value)
-    ring.publish(slot, SlotMeta(collector_id=0, seq=seq, policy_version=seq, stats={}))
+    ring.publish(slot, SlotMeta(collector="c", seq=seq, policy_version=seq, stats={}))
     return slot
 
 
@@ -30,7 +30,7 @@ def test_ready_slots_come_out_in_publish_order():
     ring = Ring(SPEC, 4, pin=False)
     a, b, c = ring.claim(0), ring.claim(0), ring.claim(0)
     for s in (c, a, b):
-        ring.publish(s, SlotMeta(0, s, 0, {}))
+        ring.publish(s, SlotMeta("c", s, 0, {}))
     assert ring.take_ready(0.1) == [c, a, b]
 
 
@@ -85,7 +85,7 @@ def test_reader_never_sees_half_written_slot():
             slot = ring.claim(timeout=5)
             for a in ring.slot_arrays(slot).values():
                 a.fill(seq)
-            ring.publish(slot, SlotMeta(0, seq, 0, {}))
+            ring.publish(slot, SlotMeta("c", seq, 0, {}))
 
     t = threading.Thread(target=writer)
     t.start()

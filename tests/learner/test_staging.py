@@ -17,7 +17,7 @@ def _stage(pool: StagingPool, ring: Ring, value: float, seq: int) -> int:
     # obs encodes (env, t) so the layout can be checked: 100*value + 10*env + t
     n, t = SPEC.num_envs, SPEC.steps
     arrays["obs"][:] = (100 * value + 10 * torch.arange(n)[:, None] + torch.arange(t)[None, :]).numpy()[..., None]
-    ring.publish(slot, SlotMeta(0, seq, seq, {}))
+    ring.publish(slot, SlotMeta("c", seq, seq, {}))
     (s,) = ring.take_ready(0.1)
     entry = pool.stage(ring, s)
     ring.release(s)
@@ -62,3 +62,15 @@ def test_overwriting_an_untrained_rollout_is_counted():
     assert pool.overwritten_unused == 0
     _stage(pool, ring, 3, 3)  # overwrites entry 1 (never used): waste
     assert pool.overwritten_unused == 1
+
+
+def test_trained_rollouts_counts_each_rollout_once():
+    """Replaying a staged rollout in several updates counts it once as trained."""
+    ring = Ring(SPEC, 4, pin=False)
+    pool = StagingPool(SPEC, 3, torch.device("cpu"))
+    _stage(pool, ring, 0, 0)
+    pool.mark_used(pool.active())
+    _stage(pool, ring, 1, 1)
+    pool.mark_used(pool.active())
+    pool.mark_used(pool.active())
+    assert pool.trained_rollouts == 2

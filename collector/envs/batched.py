@@ -1,0 +1,234 @@
+"""N copies of one MuJoCo task stepped together: native-threaded physics, NumPy for the rest.
+
+Per step the only Python work is O(1) NumPy calls over all N environments: clip
+the actions into the batch's ctrl rows, one native call that advances every
+simulation `frame_skip` substeps on the thread pool (GIL released), then the
+observation, reward terms, termination, truncation and auto-reset of finished
+rows as whole-array operations.  Results are bit-identical at any thread count.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import gymnasium
+import mujoco
+import numpy as np
+
+from collector.envs._mjbatch import STAGE_NONE, NativeBatch
+from common.task_spec import TaskSpec, task_spec
+
+GYM_ASSETS = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
+
+
+@dataclass
+class StepResult:
+    """One step of all N environments.
+
+    The arrays are the environment's own buffers: the next `step()` overwrites
+    them in place, so copy what must outlive it.
+    """
+
+    obs: np.ndarray           # [N, obs_dim] float32, after auto-reset of finished envs
+    critic: np.ndarray        # [N, critic_dim] float32, after auto-reset
+    rewards: np.ndarray       # [N] float32, sum of the weighted terms
+    terminated: np.ndarray    # [N] bool
+    truncated: np.ndarray     # [N] bool: reached max_episode_steps and not terminated
+    final_obs: np.ndarray     # [N, obs_dim] float32: observation before the auto-reset (every row)
+    final_critic: np.ndarray  # [N, critic_dim] float32, likewise
+    terms: dict[str, np.ndarray]  # spec.reward_terms -> [N] float32, costs negative
+
+
+class BatchedEnv(ABC):
+    """Base of the tasks: a Gymnasium v5 MuJoCo environment, N at a time.
+
+    Subclasses set the class attributes below and implement `_sample_reset`,
+    `_fill_obs` and `_compute_terms`; they may hook `_before_physics`,
+    `_after_physics` and `_after_reset`.  A task that is not a Gymnasium file,
+    maps actions to controls otherwise, or gives the critic more than the
+    observation overrides `_make_model`, `_apply_actions` or `_fill_critic`.
+    """
+
+    task: str
+    xml_file: str
+    frame_skip: int
+    # One mjData per simulation, kept between calls: needed by a task that runs
+    # a native function on the data a step left behind (see _mjbatch).
+    persistent: bool = False
+    # Stages of mj_forward recomputed at the new state after each step (mjtStage):
+    # mjSTAGE_VEL makes positions, velocities and their sensors current.
+    step_stage: int = STAGE_NONE
+
+    def __init__(self, num_envs: int, num_threads: int, seed: int,
+                 max_episode_steps: int | None = None):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if max_episode_steps is not None and max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        self.spec: TaskSpec = task_spec(self.task)
+        self.num_envs = num_envs
+        self.max_episode_steps = max_episode_steps or self.spec.max_episode_steps
+        self.model = self._make_model()
+        self.dt = self.model.opt.timestep * self.frame_skip  # Gymnasium's MujocoEnv.dt
+        self._check_spec()
+        self.rng = np.random.default_rng(seed)
+        self._closed = False
+        self._sim = NativeBatch(self.model, num_envs, num_threads, self.persistent)
+        self.qpos = self._sim.component(mujoco.mjtState.mjSTATE_QPOS)
+        self.qvel = self._sim.component(mujoco.mjtState.mjSTATE_QVEL)
+        self._ctrl = self._sim.component(mujoco.mjtState.mjSTATE_CTRL)
+        self._ctrl_low = self.model.actuator_ctrlrange[:, 0].copy()
+        self._ctrl_high = self.model.actuator_ctrlrange[:, 1].copy()
+        self.init_qpos = self.model.qpos0.copy()
+        self.init_qvel = np.zeros(self.model.nv)
+        self._steps = np.zeros(num_envs, np.int64)
+        self._terms64 = {name: np.zeros(num_envs) for name in self.spec.reward_terms}
+        self._reward64 = np.zeros(num_envs)
+        self._done = np.zeros(num_envs, bool)
+        n, spec = num_envs, self.spec
+        self._result = StepResult(
+            obs=np.zeros((n, spec.obs_dim), np.float32),
+            critic=np.zeros((n, spec.critic_dim), np.float32),
+            rewards=np.zeros(n, np.float32),
+            terminated=np.zeros(n, bool),
+            truncated=np.zeros(n, bool),
+            final_obs=np.zeros((n, spec.obs_dim), np.float32),
+            final_critic=np.zeros((n, spec.critic_dim), np.float32),
+            terms={name: np.zeros(n, np.float32) for name in spec.reward_terms},
+        )
+
+    # ------------------------------------------------------------------ public
+
+    def reset(self) -> tuple[np.ndarray, np.ndarray]:
+        """Start a new episode in every env; returns copies of (obs, critic)."""
+        self._check_open()
+        self._reset_rows(None)
+        return self.observe()
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Advance every env by one control step with `actions` [N, act_dim] (clipped to ctrlrange).
+
+        Returns the env's one StepResult, refilled in place by every call.
+        """
+        r = self._result
+        self._check_open()
+        if np.shape(actions) != (self.num_envs, self.spec.act_dim):
+            raise ValueError(f"actions must be [{self.num_envs}, {self.spec.act_dim}], got {np.shape(actions)}")
+        self._apply_actions(actions)
+        self._before_physics()
+        self._sim.step(self.frame_skip, stage=self.step_stage)
+        self._after_physics()
+        self._compute_terms(self._terms64, r.terminated)
+        self._sum_terms()
+        self._fill_obs(r.obs, slice(None))
+        self._fill_critic(r.critic, slice(None))
+        self._steps += 1
+        np.greater_equal(self._steps, self.max_episode_steps, out=r.truncated)
+        r.truncated &= ~r.terminated
+        np.copyto(r.final_obs, r.obs)
+        np.copyto(r.final_critic, r.critic)
+        np.logical_or(r.terminated, r.truncated, out=self._done)
+        if self._done.any():
+            self._reset_rows(np.flatnonzero(self._done).astype(np.int32))
+        return r
+
+    def set_state(self, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        """Start every env from the given physics state [N, nq], [N, nv] (a fresh episode).
+
+        Like Gymnasium's reset followed by `set_state`: the rest of mjData (warmstart,
+        time, controls) is reset, and the episode step counters restart at 0.
+        """
+        qpos, qvel = np.asarray(qpos, np.float64), np.asarray(qvel, np.float64)
+        if qpos.shape != self.qpos.shape or qvel.shape != self.qvel.shape:
+            raise ValueError(f"expected qpos {self.qpos.shape} and qvel {self.qvel.shape}, "
+                             f"got {qpos.shape} and {qvel.shape}")
+        self._check_open()
+        self._load_rows(None, qpos, qvel)
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the current (obs, critic) of every env."""
+        return self._result.obs.copy(), self._result.critic.copy()
+
+    def close(self) -> None:
+        """Stop the thread pool and free the simulations; the env is unusable afterwards."""
+        self._closed = True
+        self._sim.close()
+
+    def __enter__(self) -> BatchedEnv:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------- task hooks
+
+    def _make_model(self) -> mujoco.MjModel:
+        """The task's model: by default Gymnasium's XML file `xml_file`."""
+        return mujoco.MjModel.from_xml_path(os.path.join(GYM_ASSETS, self.xml_file))
+
+    def _apply_actions(self, actions: np.ndarray) -> None:
+        """Write the controls for `actions` [N, act_dim]: by default the actions clipped to ctrlrange."""
+        np.clip(actions, self._ctrl_low, self._ctrl_high, out=self._ctrl)
+
+    def _fill_critic(self, out: np.ndarray, rows) -> None:
+        """Write the critic observation of `rows` into out[rows], after `_fill_obs`: by default the observation."""
+        out[rows] = self._result.obs[rows]
+
+    @abstractmethod
+    def _sample_reset(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Gymnasium's reset_model distribution: (qpos [n, nq], qvel [n, nv])."""
+
+    @abstractmethod
+    def _fill_obs(self, out: np.ndarray, rows) -> None:
+        """Write the observation of `rows` (slice(None) or int32 ids) into out[rows]."""
+
+    @abstractmethod
+    def _compute_terms(self, terms: dict[str, np.ndarray], terminated: np.ndarray) -> None:
+        """After the physics: weighted reward terms (float64, in place) and terminated (in place)."""
+
+    def _before_physics(self) -> None:
+        """Record what the reward needs from the state before the step."""
+
+    def _after_physics(self) -> None:
+        """Derive what the reward needs from the data the step left behind."""
+
+    def _after_reset(self, ids: np.ndarray | None) -> None:
+        """Refresh per-env task data of freshly reset envs `ids` (None: all)."""
+
+    # --------------------------------------------------------------- helpers
+
+    def _reset_rows(self, ids: np.ndarray | None) -> None:
+        n = self.num_envs if ids is None else len(ids)
+        qpos, qvel = self._sample_reset(n)
+        self._load_rows(ids, qpos, qvel)
+
+    def _load_rows(self, ids: np.ndarray | None, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        rows = slice(None) if ids is None else ids
+        self._sim.reset(ids)
+        self.qpos[rows] = qpos
+        self.qvel[rows] = qvel
+        self._steps[rows] = 0
+        self._after_reset(ids)
+        r = self._result
+        self._fill_obs(r.obs, rows)
+        self._fill_critic(r.critic, rows)
+
+    def _check_open(self) -> None:
+        # The state views point into the batch's memory, which close() frees.
+        if self._closed:
+            raise RuntimeError(f"{self.task} environment is closed")
+
+    def _sum_terms(self) -> None:
+        r = self._result
+        self._reward64.fill(0.0)
+        for name, value in self._terms64.items():
+            self._reward64 += value
+            np.copyto(r.terms[name], value, casting="same_kind")
+        np.copyto(r.rewards, self._reward64, casting="same_kind")
+
+    def _check_spec(self) -> None:
+        m, spec = self.model, self.spec
+        if m.nu != spec.act_dim or not np.isclose(self.dt, spec.control_dt):
+            raise RuntimeError(f"{self.task}: model (nu={m.nu}, dt={self.dt}) disagrees with {spec}")

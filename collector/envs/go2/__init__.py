@@ -1,0 +1,1 @@
+"""Unitree Go2 tasks: the MJCF built from the robot's facts (model) and the joystick task (task)."""

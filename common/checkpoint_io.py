@@ -1,0 +1,155 @@
+"""Reading checkpoints back: which file a run means, and the policy inside it.
+
+A checkpoint is the dict `learner.Learner.save()` writes (model_<iter>.pt):
+appo{model, target, optimizer, learning_rate, num_updates}, iteration,
+policy_version, total_env_steps, best_mean_reward, config, task.  Loading is
+weights-only (`torch.load(weights_only=True)`): a checkpoint from elsewhere can
+hold tensors and plain containers, never code that runs on load.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from common.config import AppoConfig, ConfigError, config_from_dict
+from common.policy import ActorCritic
+
+_MODEL_FILE = re.compile(r"^model_(\d+)\.pt$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint or run that cannot be used, with the file or directory named."""
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """The checkpoint dict at `path`, refused unless it is a readable APPO checkpoint."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises several types for torn or foreign files
+        raise CheckpointError(f"checkpoint {path} is unreadable or corrupt: {exc}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("appo"), dict) or "model" not in state["appo"]:
+        raise CheckpointError(f"checkpoint {path} is not an APPO checkpoint (no appo.model weights)")
+    return state
+
+
+# ---------------------------------------------------------------- which file
+
+
+def checkpoints_in(run_dir: Path) -> dict[int, Path]:
+    """Iteration -> model_<iteration>.pt of one run directory."""
+    found = {}
+    for p in run_dir.iterdir():
+        m = _MODEL_FILE.match(p.name)
+        if m and p.is_file():
+            found[int(m.group(1))] = p
+    return found
+
+
+def runs_of(task_dir: Path) -> list[Path]:
+    """Run directories holding at least one checkpoint, oldest first.
+
+    Runs are ordered by when they started (their config.yaml is written once, at
+    the start), so a custom run_name sorts by time like the default timestamps.
+    """
+    runs = [d for d in task_dir.iterdir() if d.is_dir() and checkpoints_in(d)]
+
+    def started(d: Path) -> tuple[float, str]:
+        marker = d / "config.yaml"
+        return ((marker if marker.is_file() else d).stat().st_mtime, d.name)
+
+    return sorted(runs, key=started)
+
+
+def find_checkpoint(load_run: str, task: str | None, log_root: str | Path = "logs/appo",
+                    checkpoint: int | None = None) -> Path:
+    """The checkpoint file `load_run` means.
+
+    load_run: a checkpoint file; a run directory; a negative index into the runs of
+    <log_root>/<task> (-1 the newest, -2 the one before); or a run name there.
+    checkpoint: model_<checkpoint>.pt of that run (None: the latest one).
+    """
+    given = Path(load_run)
+    if given.is_file():
+        if checkpoint is not None:
+            raise CheckpointError(f"--checkpoint {checkpoint} cannot select within the file {given}; give its run directory")
+        return given
+    run_dir = given if given.is_dir() else _run_in_task_dir(load_run, task, Path(log_root))
+    return _checkpoint_of_run(run_dir, checkpoint)
+
+
+def _run_in_task_dir(load_run: str, task: str | None, log_root: Path) -> Path:
+    if not task:
+        raise CheckpointError(f"{load_run!r} is neither a checkpoint file nor a run directory; "
+                              "give --task to look it up among the runs of that task")
+    task_dir = log_root / task
+    if not task_dir.is_dir():
+        raise CheckpointError(f"no runs of task {task!r}: {task_dir} does not exist")
+    try:
+        index = int(load_run)
+    except ValueError:
+        run_dir = task_dir / load_run
+        if not run_dir.is_dir():
+            raise CheckpointError(f"run {load_run!r} not found in {task_dir}") from None
+        return run_dir
+    runs = runs_of(task_dir)
+    if index >= 0 or -index > len(runs):
+        raise CheckpointError(f"run index {index} is out of range: {task_dir} holds {len(runs)} run(s) with "
+                              "checkpoints (-1 is the newest)")
+    return runs[index]
+
+
+def _checkpoint_of_run(run_dir: Path, checkpoint: int | None) -> Path:
+    found = checkpoints_in(run_dir)
+    if not found:
+        raise CheckpointError(f"run {run_dir} holds no checkpoint (model_<iteration>.pt)")
+    if checkpoint is None:
+        return found[max(found)]
+    if checkpoint not in found:
+        raise CheckpointError(f"run {run_dir} has no model_{checkpoint}.pt; it has iterations {sorted(found)}")
+    return found[checkpoint]
+
+
+# ---------------------------------------------------------------- the policy
+
+
+@dataclass
+class LoadedPolicy:
+    model: ActorCritic   # eval mode, on the CPU
+    config: AppoConfig   # the run's resolved configuration
+    path: Path
+    iteration: int
+    task: str            # the configured task string (resolvable by make_env)
+
+    @property
+    def obs_dim(self) -> int:
+        return self.model.obs_normalizer.mean.numel()
+
+    @property
+    def act_dim(self) -> int:
+        return self.model.act_dim
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """The actor-critic of a checkpoint, sized from its own weights (no task lookup needed)."""
+    path = Path(path)
+    state = load_checkpoint(path)
+    try:
+        cfg = config_from_dict(state["config"])
+    except (KeyError, TypeError, ConfigError) as exc:
+        raise CheckpointError(f"checkpoint {path} has no usable config: {exc}") from None
+    weights = state["appo"]["model"]
+    try:
+        dims = (weights["obs_normalizer.mean"].numel(), weights["critic_normalizer.mean"].numel(),
+                weights["log_std"].numel())
+        model = ActorCritic(*dims, cfg.algo.policy, cfg.algo.empirical_normalization)
+        model.load_state_dict(weights)
+    except (KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"checkpoint {path}: weights do not fit its configured network: {exc}") from None
+    return LoadedPolicy(model.eval(), cfg, path, int(state.get("iteration", 0)), cfg.task)
