@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from collector.eval_plot import EpisodeTrace, plot_episode
-from common.checkpoint_io import CheckpointError, LoadedPolicy, find_checkpoint, load_policy
+from common.checkpoint_io import CheckpointError, LoadedPolicy, add_checkpoint_args, find_checkpoint, load_policy
 from common.cores import usable_cores
 from common.task_spec import UnknownTaskError
 
@@ -60,16 +60,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(str(exc))
         args.plot = args.plot or str(Path(args.video).with_suffix(".png"))
     return args
-
-
-def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
-    """The flags naming a checkpoint, shared with appo-export."""
-    p.add_argument("--task", help="task whose runs --load-run indexes (default: the checkpoint's own task)")
-    p.add_argument("--load-run", default="-1",
-                   help="-1 newest run of <log-root>/<task>, -2 the one before, ...; a run name there; "
-                        "a run directory; or a checkpoint file (default -1)")
-    p.add_argument("--checkpoint", type=int, metavar="N", help="use model_N.pt of the run (default: the latest)")
-    p.add_argument("--log-root", default="logs/appo", help="where runs live (training.log_dir, default logs/appo)")
 
 
 # ---------------------------------------------------------------- evaluation

@@ -87,8 +87,11 @@ class Collector:
         got = self.channel.read_weights(self.version)
         if got is None:
             return False
+        first = self.version < 0
         self.version, flat = got
         load_flat_weights(self.policy, flat)
+        if first:
+            log.info("received weights", version=self.version)
         return True
 
     def _should_stop(self) -> bool:

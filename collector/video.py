@@ -69,8 +69,20 @@ class FrameRenderer:
         self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
         self.camera.trackbodyid = state.root_body
         self.camera.elevation = -20.0
+        self._framed = False
+
+    def _frame_robot(self) -> None:
+        # The model's extent counts the floor; frame the robot's own bodies instead.
+        m, d = self.state.model, self.state.data
+        mine = m.body_rootid[m.geom_bodyid] == self.state.root_body
+        reach = np.linalg.norm(d.geom_xpos[mine] - d.xpos[self.state.root_body], axis=1) + m.geom_rbound[mine]
+        radius = float(reach.max()) if reach.size else float(m.stat.extent)
+        self.camera.distance = max(1.0, 3.0 * radius)
+        self._framed = True
 
     def render(self) -> np.ndarray:
+        if not self._framed:
+            self._frame_robot()
         self.renderer.update_scene(self.state.data, camera=self.camera)
         return self.renderer.render()
 

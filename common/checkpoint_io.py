@@ -9,6 +9,7 @@ hold tensors and plain containers, never code that runs on load.
 
 from __future__ import annotations
 
+import argparse
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +115,17 @@ def _checkpoint_of_run(run_dir: Path, checkpoint: int | None) -> Path:
     if checkpoint not in found:
         raise CheckpointError(f"run {run_dir} has no model_{checkpoint}.pt; it has iterations {sorted(found)}")
     return found[checkpoint]
+
+
+def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
+    """The flags naming a checkpoint (appo-eval, appo-export); pass them to find_checkpoint."""
+    p.add_argument("--task", help="task whose runs --load-run indexes; appo-eval also runs it "
+                                  "(default: the checkpoint's own task)")
+    p.add_argument("--load-run", default="-1",
+                   help="-1 newest run of <log-root>/<task>, -2 the one before, ...; a run name there; "
+                        "a run directory; or a checkpoint file (default -1)")
+    p.add_argument("--checkpoint", type=int, metavar="N", help="use model_N.pt of the run (default: the latest)")
+    p.add_argument("--log-root", default="logs/appo", help="where runs live (training.log_dir, default logs/appo)")
 
 
 # ---------------------------------------------------------------- the policy

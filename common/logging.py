@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 
 import structlog
 
@@ -39,3 +40,18 @@ def setup_logging(process: str) -> None:
 
 def get_logger(name: str):
     return structlog.get_logger(name)
+
+
+class RateLimitedLog:
+    """Log a refused message at most once per reason per interval (fuzzing must not flood logs)."""
+
+    def __init__(self, interval_s: float = 5.0, logger_name: str = "refused"):
+        self.interval = interval_s
+        self.log = get_logger(logger_name)
+        self._last: dict[str, float] = {}
+
+    def __call__(self, reason: str, **kw) -> None:
+        now = time.monotonic()
+        if now - self._last.get(reason, -1e9) >= self.interval:
+            self._last[reason] = now
+            self.log.warning("refused message", reason=reason, **kw)

@@ -105,7 +105,9 @@ def decode_rollout(frames: list, spec: RolloutSpec, check_finite: bool = True) -
         raise WireError("bad_field", "stats")
     expected = spec.shapes()
     listed = _field(header, "arrays", list)
-    if [a[0] if isinstance(a, list) and a else None for a in listed] != list(expected):
+    if any(not isinstance(a, list) or len(a) != 3 for a in listed):
+        raise WireError("bad_arrays", "each array entry must be [name, dtype, shape]")
+    if [a[0] for a in listed] != list(expected):
         raise WireError("bad_arrays", "names or order differ from the spec")
     if len(frames) != 1 + len(expected):
         raise WireError("frame_count", f"{len(frames)} frames, expected {1 + len(expected)}")

@@ -27,7 +27,7 @@ import zmq
 
 from common.arrival import Arrival
 from common.curve import ServerKeys
-from common.logging import get_logger
+from common.logging import RateLimitedLog, get_logger
 from common.rollout_spec import RolloutSpec
 from common.wire import WireError, decode_control, decode_rollout, encode_control
 from common.zmq_endpoints import weights_endpoint
@@ -44,20 +44,6 @@ class Peer:
     last_seen: float
     credits_out: int
     rollouts: int = 0
-
-
-class RateLimitedLog:
-    """Log a refused message at most once per reason per interval (fuzzing must not flood logs)."""
-
-    def __init__(self, interval_s: float = 5.0):
-        self.interval = interval_s
-        self._last: dict[str, float] = {}
-
-    def __call__(self, reason: str, **kw) -> None:
-        now = time.monotonic()
-        if now - self._last.get(reason, -1e9) >= self.interval:
-            self._last[reason] = now
-            log.warning("refused message", reason=reason, **kw)
 
 
 class LearnerZmq:

@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from common.logging import get_logger
+from common.logging import RateLimitedLog, get_logger
 from learner.ring import Ring, SlotMeta
 
 log = get_logger("receiver")
@@ -28,6 +28,7 @@ class Receiver(threading.Thread):
         self.max_policy_lag = max_policy_lag
         self.stop_event = threading.Event()
         self.refused: Counter[str] = Counter()
+        self._log_refused = RateLimitedLog()
         self.received = 0
         self.error: BaseException | None = None
 
@@ -43,13 +44,18 @@ class Receiver(threading.Thread):
     def _ingest(self, arrival) -> None:
         try:
             lag = self.current_version() - arrival.policy_version
+            if lag < 0:
+                self.refused["future_policy_version"] += 1
+                self._log_refused("future_policy_version", collector=arrival.collector)
+                return
             if self.max_policy_lag is not None and lag > self.max_policy_lag:
                 self.refused["stale_policy"] += 1
+                self._log_refused("stale_policy", collector=arrival.collector, lag=lag)
                 return
             bad = [k for k, a in arrival.arrays.items() if not np.isfinite(a).all()]
             if bad:
                 self.refused["non_finite"] += 1
-                log.warning("refused rollout with non-finite values", collector=arrival.collector, fields=bad)
+                self._log_refused("non_finite", collector=arrival.collector, fields=bad)
                 return
             slot = None
             service = getattr(self.transport, "service", None)

@@ -12,12 +12,15 @@ and names registered in the `appo.tasks` entry-point group (collector/envs/regis
 from __future__ import annotations
 
 from collector.envs.batched import BatchedEnv, StepResult
-from collector.envs.gym_tasks import TASKS
+from collector.envs.go2.task import Go2JoystickFlat
+from collector.envs.gym_tasks import TASKS as GYM_TASKS
 from collector.envs.registry import make_plugin_env
 from common.task_plugins import entry_point_tasks
 from common.task_spec import TASK_SPECS, UnknownTaskError
 
 __all__ = ["BatchedEnv", "StepResult", "available_tasks", "make_env"]
+
+TASKS: dict[str, type[BatchedEnv]] = {**GYM_TASKS, Go2JoystickFlat.task: Go2JoystickFlat}
 
 
 def available_tasks() -> list[str]:

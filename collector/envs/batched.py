@@ -173,7 +173,7 @@ class BatchedEnv(ABC):
         np.clip(actions, self._ctrl_low, self._ctrl_high, out=self._ctrl)
 
     def _fill_critic(self, out: np.ndarray, rows) -> None:
-        """Write the critic observation of `rows` into out[rows], after `_fill_obs`: by default the observation."""
+        """Write the critic observation of `rows` into out[rows] (after `_fill_obs`): by default the obs."""
         out[rows] = self._result.obs[rows]
 
     @abstractmethod

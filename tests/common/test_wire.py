@@ -117,3 +117,13 @@ def test_control_messages_round_trip_and_unknown_kinds_are_refused():
     with pytest.raises(WireError) as exc:
         decode_control(frame, {"hello"})
     assert exc.value.reason == "bad_kind"
+
+
+def test_malformed_array_list_is_refused():
+    """Array entries that are not [name, dtype, shape] are refused, not a crash."""
+    frames = _frames()
+    header = msgpack.unpackb(frames[0])
+    header["arrays"][2] = ["actions", "<f4"]
+    with pytest.raises(WireError) as exc:
+        decode_rollout([msgpack.packb(header)] + frames[1:], SPEC)
+    assert exc.value.reason == "bad_arrays"

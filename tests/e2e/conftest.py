@@ -78,3 +78,22 @@ def netlab():
     lab = NetLab()
     yield lab
     lab.close()
+
+
+def free_port() -> int:
+    """A loopback port pair (P, P+1) that is free now: rollouts on P, weights on P+1."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port >= 65534:
+                continue
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no free port pair on loopback")

@@ -109,12 +109,11 @@ def _assets() -> str:
 
 
 def _geom_attrs(g: dict) -> str:
-    return (f'type="{g["type"]}" size="{_vec(_trim_size(g))}" pos="{_vec(g["pos"])}" quat="{_vec(g["quat"])}"')
+    return f'type="{g["type"]}" size="{_vec(_trim_size(g))}" pos="{_vec(g["pos"])}" quat="{_vec(g["quat"])}"'
 
 
 def _trim_size(g: dict) -> list[float]:
-    # MuJoCo reads only the leading sizes a type uses; a trailing 0 would be
-    # rejected for a plane's grid spacing, so pass what each type needs.
+    # The facts pad every size to 3 numbers; MuJoCo reads only the leading ones a type uses.
     n = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "plane": 3}[g["type"]]
     return g["size_mujoco_convention"][:n]
 
