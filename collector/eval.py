@@ -33,6 +33,9 @@ from common.checkpoint_io import CheckpointError, LoadedPolicy, add_checkpoint_a
 from common.cores import usable_cores
 from common.task_spec import UnknownTaskError
 
+# --video and --plot need these (the `tools` extra); plain evaluation does not.
+TOOLS_MODULES = {"matplotlib", "imageio", "imageio_ffmpeg"}
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="appo-eval", description=__doc__,
@@ -248,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
         out = evaluate(args)
     except (CheckpointError, UnknownTaskError, video.RenderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in TOOLS_MODULES:
+            raise
+        print(f"error: {exc.name} is missing; install the tools extra: pip install 'appo[tools]'", file=sys.stderr)
         return 2
     print(report(out))
     if args.json:

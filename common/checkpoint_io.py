@@ -79,7 +79,8 @@ def find_checkpoint(load_run: str, task: str | None, log_root: str | Path = "log
     given = Path(load_run)
     if given.is_file():
         if checkpoint is not None:
-            raise CheckpointError(f"--checkpoint {checkpoint} cannot select within the file {given}; give its run directory")
+            raise CheckpointError(f"--checkpoint {checkpoint} cannot select within the file {given}; "
+                                  "give its run directory")
         return given
     run_dir = given if given.is_dir() else _run_in_task_dir(load_run, task, Path(log_root))
     return _checkpoint_of_run(run_dir, checkpoint)

@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         written = export(policy, Path(args.out), args.formats)
         diffs = check_parity(policy, written)
     except ImportError as exc:
-        print(f"error: {exc.name or exc} is missing; install the tools extra: pip install 'appo[tools]'", file=sys.stderr)
+        missing = exc.name or exc
+        print(f"error: {missing} is missing; install the tools extra: pip install 'appo[tools]'", file=sys.stderr)
         return 2
     for fmt, path in written.items():
         print(f"{fmt}: {path}  (max abs diff to the checkpoint's actor: {diffs[fmt]:.2e})")

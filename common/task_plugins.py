@@ -129,7 +129,8 @@ def factory_spec(ref: TaskRef) -> TaskSpec:
             "or `def task_spec() -> TaskSpec` next to the factory"
         )
     if not isinstance(spec, TaskSpec):
-        raise UnknownTaskError(f"task {ref.name!r}: its spec is a {type(spec).__name__}, not a common.task_spec.TaskSpec")
+        raise UnknownTaskError(f"task {ref.name!r}: its spec is a {type(spec).__name__}, "
+                               "not a common.task_spec.TaskSpec")
     return spec
 
 
@@ -173,7 +174,8 @@ def _box_dim(name: str, what: str, space) -> int:
 
 
 def _control_dt(env) -> float:
-    """Seconds per step: the env's `dt` (MuJoCo and classic-control envs have one), else 1/render_fps, else 0 (unknown)."""
+    """Seconds per step: the env's `dt` (MuJoCo and classic-control envs have one), else 1/render_fps,
+    else 0 (unknown)."""
     dt = getattr(env.unwrapped, "dt", None)
     if dt:
         return float(dt)

@@ -12,6 +12,7 @@ buffer, fill it, commit it; read the newest weights.
 
 from __future__ import annotations
 
+import os
 import queue
 import random
 import threading
@@ -49,6 +50,10 @@ class CollectorZmq:
         self._in_flight: list[int] = []
         self._held: set[int] = set()  # acquired by the main thread, not yet committed
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        # A pipe the link thread polls beside its sockets, so a commit is sent at once.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self.weights_received_at = 0.0  # perf_counter() when the newest weights arrived
         self._weights: tuple[int, np.ndarray] | None = None
         self._weights_serial = 0  # bumps on every new weights message
         self._taken_serial = 0
@@ -94,6 +99,7 @@ class CollectorZmq:
             self._held.discard(buf.index)
             self._in_flight.append(buf.index)
             self._outbox.put(frames)
+        os.write(self._wake_w, b"x")
 
     def read_weights(self, have_version: int) -> tuple[int, np.ndarray] | None:
         """The newest weights if any arrived since the last call (versions restart with a new learner)."""
@@ -118,6 +124,8 @@ class CollectorZmq:
             if s is not None:
                 s.close(linger=0)
         self.ctx.term()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     # ------------------------------------------------------------ link thread
 
@@ -147,14 +155,23 @@ class CollectorZmq:
         last_beat = 0.0
         poller = zmq.Poller()
         poller.register(self.sub, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
         while not self._stop.is_set():
             if self.dealer not in dict(poller.sockets):
                 for s, _ in list(poller.sockets):
-                    if s is not self.sub:
+                    if s is not self.sub and s != self._wake_r:
                         poller.unregister(s)
                 poller.register(self.dealer, zmq.POLLIN)
-            for sock, _ in poller.poll(5):
-                self._drain(sock)
+            for sock, _ in poller.poll(50):
+                if sock == self._wake_r:
+                    while True:
+                        try:
+                            if not os.read(self._wake_r, 4096):
+                                break
+                        except BlockingIOError:
+                            break
+                else:
+                    self._drain(sock)
             self._flush_outbox()
             now = time.monotonic()
             if now - last_beat >= self.heartbeat_s:
@@ -233,3 +250,4 @@ class CollectorZmq:
                 self._weights_session = msg.get("session")
                 self._weights = (version, np.frombuffer(frames[1], dtype="<f4").copy())
                 self._weights_serial += 1
+                self.weights_received_at = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Checkpoints: written atomically (temp file, fsync, rename, fsync dir), loaded weights-only."""
+"""Checkpoints: written atomically (temp file, fsync, rename, fsync dir); loading lives in common.checkpoint_io."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ from pathlib import Path
 
 import torch
 
-
-class CheckpointError(RuntimeError):
-    pass
 
 
 def save_checkpoint(state: dict, path: str | Path) -> Path:
@@ -32,16 +29,3 @@ def save_checkpoint(state: dict, path: str | Path) -> Path:
     finally:
         os.close(dir_fd)
     return path
-
-
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
-    try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # torch raises several types for torn or foreign files
-        raise CheckpointError(f"checkpoint {path} is unreadable or corrupt: {exc}") from None
-    if not isinstance(state, dict) or "appo" not in state:
-        raise CheckpointError(f"checkpoint {path} is not an APPO checkpoint")
-    return state

@@ -20,7 +20,7 @@ from collector import eval as appo_eval
 from collector.envs import make_env
 from common.checkpoint_io import CheckpointError, find_checkpoint, load_checkpoint, load_policy
 from common.config import load_config
-from common.export import DeterministicActor, FILE_NAMES, export, load_torchscript, sample_observations
+from common.export import FILE_NAMES, DeterministicActor, export, load_torchscript, sample_observations
 from common.export import main as export_main
 from common.policy import ActorCritic
 from common.task_spec import resolve_task_spec
@@ -112,7 +112,11 @@ def test_bad_checkpoint_files_are_refused_by_name(tmp_path):
                          (foreign, "not an APPO checkpoint")]:
         with pytest.raises(CheckpointError, match=f"{path}.*{phrase}"):
             load_checkpoint(path)
-    assert appo_eval.main(["--load-run", str(corrupt)]) == 2
+    threads = torch.get_num_threads()
+    try:
+        assert appo_eval.main(["--load-run", str(corrupt)]) == 2  # the CLI reports instead of raising
+    finally:
+        torch.set_num_threads(threads)  # main() sets the process's threads
 
 
 def test_eval_figures_match_a_hand_rollout(tmp_path):
@@ -126,7 +130,8 @@ def test_eval_figures_match_a_hand_rollout(tmp_path):
     ret, length, first = np.zeros(4), np.zeros(4, int), {}
     with torch.no_grad():
         while len(first) < 4:
-            normalised = (torch.from_numpy(obs) - model.obs_normalizer.mean) / torch.sqrt(model.obs_normalizer.var + 1e-8)
+            norm = model.obs_normalizer
+            normalised = (torch.from_numpy(obs) - norm.mean) / torch.sqrt(norm.var + 1e-8)
             r = env.step(model.actor(normalised.clamp(-10, 10)).numpy())
             ret, length = ret + r.rewards, length + 1
             for i in np.flatnonzero(r.terminated | r.truncated):

@@ -297,7 +297,9 @@ def test_feet_contact_and_swing_height_rewards_follow_the_gait_phase(env):
     # clock 17: FL and RR swing (0.68), FR and RL stand (0.18).
     env.clock[:] = [0, 17, 17, 17]
     terms, _ = env.evaluate()
-    contact_match = np.array([2 / 4, 2 / 4, 2 / 4, 2 / 4])  # row 0: FL, FR touch and stand; RL, RR should touch
+    # Row 0: FL, FR touch in stance (match), RL, RR float in stance (miss); rows 1-3: FL touches in
+    # swing (miss), FR touches in stance (match), RL floats in stance (miss), RR floats in swing (match).
+    contact_match = np.array([2 / 4, 2 / 4, 2 / 4, 2 / 4])
     np.testing.assert_allclose(terms["feet_contact"], 0.24 * DT * contact_match, rtol=1e-12)
     h_front = -0.0005
     swing = (math.exp(-(h_front - 0.1) ** 2 / 0.01) + math.exp(-(h_rear - 0.1) ** 2 / 0.01)) / 4
@@ -411,7 +413,7 @@ def test_home_pose_with_zero_action_stands_for_5_seconds():
 
 
 def test_reset_distribution_and_randomised_pd_gains():
-    """Reset: home joints, x/y and root velocities in +-0.5, uniform yaw; kp in [31.5, 38.5], kd in [0.45, 0.55]."""
+    """Reset: home joints, x/y and root velocities in +-0.5, uniform yaw, kp in [31.5, 38.5], kd in [.45, .55]."""
     n = 1000
     e = make_env(TASK, n, 2, seed=8)
     e.reset()

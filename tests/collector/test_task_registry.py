@@ -202,7 +202,8 @@ def test_appo_train_runs_a_plugin_task(task, user_dir, tmp_path):
         [str(BIN / "appo-train"), "--task", task, "--log-dir", str(run), *TINY, f"transport.shm_root={shm}"],
         capture_output=True, text=True, timeout=120, env=env,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:] + "".join(p.read_text()[-2000:] for p in run.glob("collector_*.log"))
+    logs = "".join(p.read_text()[-2000:] for p in run.glob("collector_*.log"))
+    assert proc.returncode == 0, proc.stderr[-3000:] + logs
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["completed_iterations"] == 2
     assert summary["total_env_steps"] >= 2 * 8 * 8 and (run / "model_2.pt").is_file()

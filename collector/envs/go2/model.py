@@ -118,10 +118,10 @@ def _trim_size(g: dict) -> list[float]:
     return g["size_mujoco_convention"][:n]
 
 
-def _collision_geom(g: dict, indent: int) -> str:
+def _collision_geom(g: dict, indent: int, look: str) -> str:
     return (" " * indent + f'<geom name="{g["name"]}" {_geom_attrs(g)} friction="{_vec(g["friction"])}"'
             f' condim="{g["condim"]}" contype="{g["contype"]}" conaffinity="{g["conaffinity"]}"'
-            f' priority="{g["priority"]}" margin="{g["margin"]!r}" group="3" rgba="0.9 0.3 0.3 0.5"/>')
+            f' priority="{g["priority"]}" margin="{g["margin"]!r}" {look}/>')
 
 
 def _visual_geom(g: dict, part: str, indent: int) -> str:
@@ -138,13 +138,8 @@ def _part(body_name: str, geom_name: str) -> str:
 
 
 def _world_geoms(facts: dict) -> str:
-    lines = []
-    for g in facts["collision_geoms"]:
-        if g["body"] == "world":
-            lines.append(f'    <geom name="{g["name"]}" {_geom_attrs(g)} friction="{_vec(g["friction"])}"'
-                         f' condim="{g["condim"]}" contype="{g["contype"]}" conaffinity="{g["conaffinity"]}"'
-                         f' priority="{g["priority"]}" margin="{g["margin"]!r}" material="grid" group="0"/>')
-    return "\n".join(lines)
+    return "\n".join(_collision_geom(g, 4, 'material="grid" group="0"')
+                     for g in facts["collision_geoms"] if g["body"] == "world")
 
 
 def _body_tree(facts: dict, parent: str, indent: int) -> str:
@@ -159,7 +154,7 @@ def _body_tree(facts: dict, parent: str, indent: int) -> str:
         lines += [_joint(j, indent + 2) for j in facts["joints"] if j["body"] == b["name"]]
         for g in facts["collision_geoms"]:
             if g["body"] == b["name"]:
-                lines.append(_collision_geom(g, indent + 2))
+                lines.append(_collision_geom(g, indent + 2, 'group="3" rgba="0.9 0.3 0.3 0.5"'))
                 lines.append(_visual_geom(g, _part(b["name"], g["name"]), indent + 2))
                 if g["name"] in FEET:
                     lines.append(f'{pad}  <site name="{g["name"]}" pos="{_vec(g["pos"])}" size="{FOOT_RADIUS!r}"'

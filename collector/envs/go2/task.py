@@ -139,6 +139,12 @@ class Go2JoystickFlat(BatchedEnv):
         self._fill_obs(r.obs, slice(None))
         self._fill_critic(r.critic, slice(None))
 
+    def velocity_tracking(self) -> tuple[np.ndarray, np.ndarray]:
+        """(commanded, measured) [N, 3] body-frame (vx, vy, yaw rate) of the current state, for appo-eval."""
+        sd, c = self._sensordata, self._cols
+        measured = np.concatenate([sd[:, c["local_linvel"]][:, :2], sd[:, c["gyro"]][:, 2:3]], axis=1)
+        return self.commands.copy(), measured
+
     def evaluate(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Copies of the weighted reward terms and the termination flags of the current state.
 
