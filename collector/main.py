@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(seed)
     log.info("collector started", task=cfg.task, num_envs=cfg.algo.num_envs, threads=threads, id=args.collector_id)
     try:
-        sent = Collector(cfg, env, channel, stop).run(args.max_rollouts)
+        sent = Collector(cfg, env, channel, stop, seed).run(args.max_rollouts)
     finally:
         env.close()
         channel.close()

@@ -70,7 +70,7 @@ class EpisodeTracker:
 
 
 class Collector:
-    def __init__(self, cfg: AppoConfig, env, channel, stop_event: threading.Event):
+    def __init__(self, cfg: AppoConfig, env, channel, stop_event: threading.Event, seed: int = 0):
         self.cfg = cfg
         self.env = env
         self.channel = channel
@@ -82,6 +82,8 @@ class Collector:
         self.seq = 0
         self.gamma = cfg.algo.algorithm.gamma
         self.episodes = EpisodeTracker(env.num_envs, env.spec.reward_terms)
+        self.seed = seed
+        self.deterministic = cfg.training.deterministic
 
     def _take_weights(self) -> bool:
         got = self.channel.read_weights(self.version)
@@ -110,16 +112,40 @@ class Collector:
         if not self.wait_for_weights():
             return 0
         obs, critic = self.env.reset()
+        used_version = -1
         while not self._should_stop() and (max_rollouts is None or self.seq < max_rollouts):
             buf = self.channel.acquire(timeout=0.2)
             if buf is None:
                 continue
-            self._take_weights()
+            if self.deterministic:
+                if not self._wait_for_newer(used_version):
+                    break
+                obs, critic = self._reset_for(self.version)
+            else:
+                self._take_weights()
+            used_version = self.version
             obs, critic, perf = self.fill_rollout(buf.arrays, obs, critic)
             stats = {**self.episodes.summary(), **perf}
             self.channel.commit(buf, self.seq, self.version, stats)
             self.seq += 1
         return self.seq
+
+    def _wait_for_newer(self, version: int) -> bool:
+        """Lock-step: block until the learner published a policy newer than `version`."""
+        while self.version <= version:
+            if self._should_stop():
+                return False
+            if not self._take_weights():
+                time.sleep(0.001)
+        return True
+
+    def _reset_for(self, version: int) -> tuple[np.ndarray, np.ndarray]:
+        """Deterministic mode: a rollout's data depends only on (seed, policy version) and the weights,
+        so a resumed run reproduces a straight one exactly."""
+        self.env.rng = np.random.default_rng([self.seed, version])
+        torch.manual_seed(self.seed * 1_000_003 + version)
+        self.episodes = EpisodeTracker(self.env.num_envs, self.env.spec.reward_terms)
+        return self.env.reset()
 
     @torch.no_grad()
     def fill_rollout(self, out: dict[str, np.ndarray], obs: np.ndarray, critic: np.ndarray):

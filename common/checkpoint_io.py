@@ -10,6 +10,7 @@ hold tensors and plain containers, never code that runs on load.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,42 @@ class CheckpointError(RuntimeError):
     """A checkpoint or run that cannot be used, with the file or directory named."""
 
 
+DIGEST_KEY = "sha256"
+
+
+def state_digest(obj) -> str:
+    """SHA-256 over every value of a checkpoint dict (tensor bytes included), in a fixed order.
+
+    torch.load notices a torn zip, but a flipped byte inside tensor data loads
+    silently; the digest stored beside the data catches that.
+    """
+    h = hashlib.sha256()
+
+    def walk(x) -> None:
+        if isinstance(x, torch.Tensor):
+            t = x.detach().to("cpu").contiguous().reshape(-1)
+            h.update(f"T{t.dtype}{tuple(x.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(x, dict):
+            h.update(b"D")
+            for k in sorted(x, key=str):
+                if k == DIGEST_KEY:
+                    continue
+                h.update(repr(k).encode())
+                walk(x[k])
+        elif isinstance(x, (list, tuple)):
+            h.update(f"L{len(x)}".encode())
+            for v in x:
+                walk(v)
+        else:
+            h.update(repr(x).encode())
+
+    walk(obj)
+    return h.hexdigest()
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    """The checkpoint dict at `path`, refused unless it is a readable APPO checkpoint."""
+    """The checkpoint dict at `path`, refused unless it is a readable, intact APPO checkpoint."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
@@ -37,7 +72,20 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"checkpoint {path} is unreadable or corrupt: {exc}") from None
     if not isinstance(state, dict) or not isinstance(state.get("appo"), dict) or "model" not in state["appo"]:
         raise CheckpointError(f"checkpoint {path} is not an APPO checkpoint (no appo.model weights)")
+    if state.get(DIGEST_KEY) != state_digest(state):
+        raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the stored SHA-256")
     return state
+
+
+def latest_valid_checkpoint(run_dir: Path, log=None) -> tuple[Path, dict] | None:
+    """The newest checkpoint of a run that loads and verifies; damaged newer ones are skipped (and logged)."""
+    for _, path in sorted(checkpoints_in(run_dir).items(), reverse=True):
+        try:
+            return path, load_checkpoint(path)
+        except CheckpointError as exc:
+            if log is not None:
+                log.warning("skipping damaged checkpoint", path=str(path), error=str(exc))
+    return None
 
 
 # ---------------------------------------------------------------- which file

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -16,25 +17,42 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides, e.g. algo.num_envs=64")
 
 
-def config_from_args(args: argparse.Namespace, extra: dict | None = None) -> AppoConfig:
-    """Resolve the config or exit with status 2 and a message naming the bad key."""
+def config_from_args(args: argparse.Namespace, extra: dict | None = None, base: dict | None = None) -> AppoConfig:
+    """Resolve the config or exit with status 2 and a message naming the bad key.
+
+    `base` replaces the task preset as the lowest layer (a resumed run's saved config).
+    """
     flags = dict(extra or {})
     if args.task:
         flags["task"] = args.task
     try:
-        return load_config(args.overrides, args.config, extra=flags)
+        return load_config(args.overrides, args.config, extra=flags, base=base)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
-def install_stop_handlers(stop_event: threading.Event) -> None:
-    """SIGTERM / SIGINT set stop_event; a second SIGINT exits at once."""
+def install_stop_handlers(stop_event: threading.Event, grace_s: float | None = None) -> None:
+    """SIGTERM / SIGINT set stop_event; a second SIGINT exits at once.
+
+    With `grace_s`, a watchdog ends the process if the clean stop takes longer than
+    that (a hung write must not outlast the orchestrator's kill deadline silently).
+    """
 
     def handler(signum, _frame):
         if stop_event.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
+        if not stop_event.is_set() and grace_s:
+            watchdog = threading.Timer(grace_s, _overdue, args=(grace_s,))
+            watchdog.daemon = True
+            watchdog.start()
         stop_event.set()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def _overdue(grace_s: float) -> None:
+    print(f"error: clean stop took longer than the {grace_s:.0f} s grace period; exiting now", file=sys.stderr,
+          flush=True)
+    os._exit(3)

@@ -105,6 +105,16 @@ class TrainingConfig(_Section):
     collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
     console: bool = Field(True, description="Print the live console line each iteration.")
     max_policy_lag: int = Field(20, ge=0, description="Refuse rollouts whose policy is more versions behind than this.")
+    keep_checkpoints: int = Field(5, ge=1, description="Keep the newest this many model_<i>.pt (the final one always).")
+    deterministic: bool = Field(
+        False, description="Lock-step debugging mode: one collector, each rollout from the newest policy, "
+        "envs reset per rollout from (seed, policy version); two runs give bit-identical weights on CPU.")
+    stop_grace_s: float = Field(20.0, gt=0, description="On SIGTERM/SIGINT, exit within this many seconds.")
+    collector_max_restarts: int = Field(5, ge=0, description="appo-train restarts a crashed local collector this often.")
+    collector_restart_backoff_s: float = Field(1.0, ge=0, description="First restart delay; doubles each time, max 60 s.")
+    status_port: int = Field(0, ge=0, le=65535, description="HTTP /metrics, /healthz, /readyz of the learner; 0 = off.")
+    collector_status_port: int = Field(0, ge=0, le=65535, description="The same for appo-collector; 0 = off.")
+    status_host: str = Field("0.0.0.0", description="Address the status server binds.")
 
     @field_validator("device", "collector_device")
     @classmethod
@@ -275,6 +285,7 @@ def load_config(
     config_file: str | Path | None = None,
     environ: dict[str, str] | None = None,
     extra: dict[str, Any] | None = None,
+    base: dict[str, Any] | None = None,
 ) -> AppoConfig:
     """Resolve the config from every source; raise ConfigError naming the problem.
 
@@ -289,7 +300,8 @@ def load_config(
     env = _env_overrides(environ)
     yaml_data = read_yaml(config_file) if config_file else {}
     task = cli.get("task") or env.get("task") or yaml_data.get("task") or AppoConfig.model_fields["task"].default
-    token = _LOWER_SOURCES.set((env, yaml_data, preset_for(str(task))))
+    # A resumed run starts from the checkpoint's own config (`base`) instead of the preset.
+    token = _LOWER_SOURCES.set((env, yaml_data, base if base is not None else preset_for(str(task))))
     try:
         return AppoConfig(**cli)
     except ValidationError as exc:

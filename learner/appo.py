@@ -68,8 +68,11 @@ class APPO:
             "target_sigma": target_dist.stddev,
         }
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        """One APPO update on the whole batch; returns metrics reduced once at the end."""
+    def update(self, batch: dict[str, torch.Tensor], abort=lambda: False) -> dict[str, float]:
+        """One APPO update on the whole batch; returns metrics reduced once at the end.
+
+        `abort()` is checked between minibatch steps: a stop request abandons the rest.
+        """
         c = self.cfg
         fixed = self.process(batch)
         stats = vtrace_stats(batch["log_probs"], fixed["target_log_probs"], c.rho_clip)
@@ -79,8 +82,12 @@ class APPO:
         sums = {k: torch.zeros((), device=self.device) for k in ("surrogate", "value", "entropy", "clip", "grad_norm")}
         kl_sum, steps = 0.0, 0
         for _ in range(c.num_learning_epochs):
+            if steps and abort():
+                break
             perm = torch.randperm(num_envs, device=self.device)
             for start in range(0, num_envs - mb_size + 1, mb_size):
+                if steps and abort():
+                    break
                 mb = {k: v[:, perm[start : start + mb_size]].flatten(0, 1) for k, v in data.items()}
                 kl, parts = self._step(mb)
                 kl_sum += kl
@@ -143,6 +150,11 @@ class APPO:
             for s, d in zip(src_params, dst_params):
                 d.mul_(1 - tau).add_(s, alpha=tau)
 
+    def set_learning_rate(self, lr: float) -> None:
+        self.learning_rate = lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
     def state_dict(self) -> dict:
         return {
             "model": self.model.state_dict(),
@@ -156,7 +168,5 @@ class APPO:
         self.model.load_state_dict(state["model"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.learning_rate = float(state["learning_rate"])
         self.num_updates = int(state["num_updates"])
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate
+        self.set_learning_rate(float(state["learning_rate"]))

@@ -21,7 +21,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import resource
+import signal
 import statistics
 import sys
 import threading
@@ -60,12 +60,14 @@ def _zmq_sender(endpoint: str, num_envs: int, steps: int, seconds: float, name: 
     spec = bench_spec(num_envs, steps)
     num_weights = flat_weights_size(ActorCritic.from_config(AppoConfig(task="bench"), GO2_LIKE))
     ch = CollectorZmq(endpoint, spec, name, num_weights, 2, 1.0, 30.0)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     for b in ch.buffers:
         for a in b.arrays.values():
             a.fill(0.25)
     sent, version, got_weights = 0, 0, False
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.is_set():
         w = ch.read_weights(version)
         if w is not None:
             version, got_weights = w[0], True
@@ -138,14 +140,29 @@ class RingDrain(threading.Thread):
                 last_bump = time.monotonic()
 
 
-def _measure(transport, spec: RolloutSpec, seconds: float, warmup: float, publish=None, bump_every_s=None):
+def _all_sending(transport, senders: int) -> bool:
+    peers = getattr(transport, "peers", None)
+    if peers is None:
+        return True
+    return len(peers) >= senders and all(p.rollouts > 0 for p in list(peers.values()))
+
+
+def _measure(transport, spec: RolloutSpec, seconds: float, warmup: float, publish=None, bump_every_s=None,
+             senders: int = 0, max_policy_lag: int | None = None):
     ring = Ring(spec, 4, pin=False)
     version = [0]
-    receiver = Receiver(transport, ring, lambda: version[0], None)
-    drain = RingDrain(ring, version, bump_every_s)
+    receiver = Receiver(transport, ring, lambda: version[0], max_policy_lag)
+    drain = RingDrain(ring, version, None)  # versions advance only once measuring starts
     receiver.start()
     drain.start()
+    # Warm-up ends once every synthetic collector is connected and sending (spawning 32 takes a while).
+    deadline = time.monotonic() + 600
+    while not _all_sending(transport, senders) and time.monotonic() < deadline:
+        time.sleep(0.5)
     time.sleep(warmup)
+    drain.bump_every_s = bump_every_s
+    drain.lags.clear()
+    refused0 = sum(receiver.refused_counts().values())
     c0, t0, rss0 = drain.count, time.monotonic(), rss_mb()
     samples = []
     last_publish = version[0]
@@ -158,19 +175,26 @@ def _measure(transport, spec: RolloutSpec, seconds: float, warmup: float, publis
     count, wall = drain.count - c0, time.monotonic() - t0
     drain.stop.set()
     receiver.stop()
+    lags = np.asarray(drain.lags or [0])
     return {
         "rollouts_per_s": count / wall,
         "mb_per_s": count * spec.nbytes() / wall / 1e6,
         "env_steps_per_s": count * spec.env_steps / wall,
         "rss_mb_start": rss0,
+        "rss_mb_max": max(samples) if samples else rss0,
         "rss_mb_end": samples[-1] if samples else rss_mb(),
-        "policy_lag_max": max(drain.lags) if drain.lags else 0,
+        # One sample per tenth of the measurement: flat after the credit-bounded queues fill.
+        "rss_mb_timeline": [samples[int(i * (len(samples) - 1) / 10)] for i in range(11)] if samples else [],
+        "policy_lag_p50": float(np.percentile(lags, 50)),
+        "policy_lag_p99": float(np.percentile(lags, 99)),
+        "policy_lag_max": int(lags.max()),
+        "refused_during_measurement": sum(receiver.refused_counts().values()) - refused0,
         "refused": receiver.refused_counts(),
     }
 
 
 def bench_zmq(spec: RolloutSpec, senders: int, seconds: float, warmup: float, port: int,
-              bump_every_s: float | None = None) -> dict:
+              bump_every_s: float | None = None, max_policy_lag: int | None = None) -> dict:
     from common.zmq_learner import LearnerZmq
 
     num_weights = flat_weights_size(ActorCritic.from_config(AppoConfig(task="bench"), GO2_LIKE))
@@ -180,11 +204,15 @@ def bench_zmq(spec: RolloutSpec, senders: int, seconds: float, warmup: float, po
     learner.publish_weights(0, weights)
     result: mp.Queue = mp.get_context("spawn").Queue()
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_zmq_sender, args=(endpoint, spec.num_envs, spec.steps, seconds + warmup + 5,
+    # Senders run until told to stop (their own clock cannot know how long the warm-up takes).
+    procs = [ctx.Process(target=_zmq_sender, args=(endpoint, spec.num_envs, spec.steps, 3600.0,
                                                     f"s{i}", result)) for i in range(senders)]
     for p in procs:
         p.start()
-    out = _measure(learner, spec, seconds, warmup, lambda v: learner.publish_weights(v, weights), bump_every_s)
+    out = _measure(learner, spec, seconds, warmup, lambda v: learner.publish_weights(v, weights), bump_every_s,
+                   senders, max_policy_lag)
+    for p in procs:
+        p.terminate()  # SIGTERM: the sender's handler reports and exits
     per_sender = [result.get(timeout=120) for _ in procs]
     for p in procs:
         p.join()
@@ -295,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-repeats", type=int, default=200)
     p.add_argument("--scale", type=int, default=0, help="also run the scale rehearsal with this many collectors")
     p.add_argument("--scale-seconds", type=float, default=180.0)
+    p.add_argument("--max-policy-lag", type=int, default=20, help="bound enforced in the scale rehearsal "
+                   "(a version is published every 0.5 s there)")
     p.add_argument("--json", help="write all figures here")
     args = p.parse_args(argv)
     spec = bench_spec(args.num_envs, args.steps)
@@ -315,11 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"weights {lat['weights_mb']:.2f} MB: publish->receive median {lat['latency_ms_median']:.2f} ms, "
           f"p95 {lat['latency_ms_p95']:.2f} ms")
     if args.scale:
-        r = bench_zmq(spec, args.scale, args.scale_seconds, args.warmup, args.port + 6, bump_every_s=0.5)
+        r = bench_zmq(spec, args.scale, args.scale_seconds, args.warmup, args.port + 6, bump_every_s=0.5,
+                      max_policy_lag=args.max_policy_lag)
         res["scale"] = r
         print(f"scale: {args.scale} collectors, {args.scale_seconds:.0f} s: {r['rollouts_per_s']:.1f} rollouts/s "
-              f"({r['env_steps_per_s']:,.0f} env-steps/s), policy lag max {r['policy_lag_max']}, "
-              f"learner RSS {r['rss_mb_start']:.0f} -> {r['rss_mb_end']:.0f} MB, "
+              f"({r['env_steps_per_s']:,.0f} env-steps/s), policy lag p50/p99/max "
+              f"{r['policy_lag_p50']:.0f}/{r['policy_lag_p99']:.0f}/{r['policy_lag_max']} (bound {args.max_policy_lag}, "
+              f"{r['refused_during_measurement']} refused), "
+              f"learner RSS {r['rss_mb_start']:.0f} -> {r['rss_mb_end']:.0f} MB (max {r['rss_mb_max']:.0f}; "
+              f"by tenths {[round(x) for x in r['rss_mb_timeline']]}), "
               f"weights served to {r['collectors_with_weights']}/{r['collectors']}, "
               f"rollouts from {r['collectors_with_rollouts_sent']}/{r['collectors']}")
     if args.json:

@@ -23,6 +23,13 @@ class EpisodeStats:
         while self._recent and self._episodes - int(self._recent[0]["episodes"]) >= self.window:
             self._episodes -= int(self._recent.popleft()["episodes"])
 
+    def state_dict(self) -> dict:
+        return {"recent": list(self._recent), "episodes": self._episodes}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._recent = deque(state["recent"])
+        self._episodes = int(state["episodes"])
+
     def means(self) -> dict[str, float]:
         if not self._recent:
             return {}

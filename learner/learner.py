@@ -22,7 +22,8 @@ from common.policy import flat_weights
 from common.rollout_spec import RolloutSpec
 from common.task_spec import TaskSpec
 from learner.appo import APPO
-from learner.checkpoint import save_checkpoint
+from learner.checkpoint import prune_checkpoints, save_checkpoint
+from learner.rng import rng_state, set_rng_state
 from learner.episode_stats import EpisodeStats
 from learner.metrics import Metrics
 from learner.receiver import Receiver
@@ -69,7 +70,7 @@ class Learner:
         self.ring = Ring(self.spec, cfg.training.ring_slots, pin=self.device.type == "cuda")
         self.staging = StagingPool(self.spec, cfg.training.replay_queue_size, self.device)
         self.receiver = Receiver(
-            transport, self.ring, lambda: self.progress.policy_version - 1, cfg.training.max_policy_lag
+            transport, self.ring, lambda: self.progress.policy_version, cfg.training.max_policy_lag
         )
         self.episodes = EpisodeStats()
         self.metrics = Metrics(run_dir, cfg.algo.max_iterations, cfg.training.console)
@@ -82,7 +83,7 @@ class Learner:
     # ------------------------------------------------------------------ main loop
 
     def run(self) -> dict:
-        self._publish()  # weights exist before the first rollout: no start-up deadlock
+        self._publish()  # weights exist before the first rollout: no start-up deadlock (a resume republishes)
         self.receiver.start()
         try:
             while self.progress.iteration < self.cfg.algo.max_iterations and not self.stop_event.is_set():
@@ -97,7 +98,16 @@ class Learner:
             self._finish()
         return self.summary()
 
+    def _check_health(self) -> None:
+        if self.receiver.error:
+            raise RuntimeError(f"receiver failed: {self.receiver.error}") from self.receiver.error
+        for check in self.health:
+            problem = check()
+            if problem:
+                raise CollectorsGone(problem)
+
     def _lap(self) -> bool:
+        self._check_health()
         t0 = time.perf_counter()
         slots = self._wait_for_rollouts()
         if not slots:
@@ -109,15 +119,17 @@ class Learner:
         batch = self.staging.batch(active)
         self.appo.update_normalizers(self.staging.batch(fresh))
         t3 = time.perf_counter()
-        train_metrics = self.appo.update(batch)
+        # A stop request abandons the rest of the update; what was done so far is kept and saved.
+        train_metrics = self.appo.update(batch, abort=self.stop_event.is_set)
         self.staging.mark_used(active)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         t4 = time.perf_counter()
+        lags = [self.progress.policy_version - v for v in self.staging.policy_versions(fresh)]
         self.progress.iteration += 1
+        self.progress.policy_version += 1
         self._publish()
         t5 = time.perf_counter()
-        lags = [self.progress.policy_version - 1 - v for v in self.staging.policy_versions(fresh)]
         times = {"wait": t1 - t0, "stage": t2 - t1, "batch": t3 - t2, "train": t4 - t3, "publish": t5 - t4}
         self._log(train_metrics, times, len(slots), lags)
         self._maybe_checkpoint()
@@ -131,12 +143,7 @@ class Learner:
             slots = self.ring.take_ready(timeout=min(0.5, warn))
             if slots:
                 return slots
-            if self.receiver.error:
-                raise RuntimeError(f"receiver failed: {self.receiver.error}") from self.receiver.error
-            for check in self.health:
-                problem = check()
-                if problem:
-                    raise CollectorsGone(problem)
+            self._check_health()
             waited += min(0.5, warn)
             if waited >= warn:
                 log.warning("waiting for rollouts", seconds=round(waited, 1), collectors=len(self.transport.collectors()))
@@ -167,7 +174,6 @@ class Learner:
 
     def _publish(self) -> None:
         self.transport.publish_weights(self.progress.policy_version, flat_weights(self.appo.model))
-        self.progress.policy_version += 1
 
     # ------------------------------------------------------------------ logging / saving
 
@@ -214,20 +220,41 @@ class Learner:
         if it % self.cfg.algo.save_interval == 0 or it == self.cfg.algo.max_iterations:
             self.save()
 
-    def save(self) -> Path:
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to continue exactly where this one stands."""
         p = self.progress
-        path = self.run_dir / f"model_{p.iteration}.pt"
-        state = {
+        return {
             "appo": self.appo.state_dict(),
             "iteration": p.iteration,
             "policy_version": p.policy_version,
             "total_env_steps": p.total_env_steps,
             "best_mean_reward": p.best_mean_reward,
+            "last_mean_reward": getattr(self, "_last_scalars", {}).get("Train/mean_reward"),
+            "episodes": self.episodes.state_dict(),
+            "staging": self.staging.state_dict(),
+            "rng": rng_state(),
             "config": self.cfg.to_dict(),
             "task": self.task.name,
         }
-        save_checkpoint(state, path)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.appo.load_state_dict(state["appo"])
+        p = self.progress
+        p.iteration = int(state["iteration"])
+        p.policy_version = int(state["policy_version"])
+        p.total_env_steps = int(state["total_env_steps"])
+        p.best_mean_reward = state["best_mean_reward"]
+        self.episodes.load_state_dict(state["episodes"])
+        self.staging.load_state_dict(state["staging"])
+        set_rng_state(state["rng"])
+        self.metrics.resume_at(p.iteration)
+
+    def save(self) -> Path:
+        p = self.progress
+        path = self.run_dir / f"model_{p.iteration}.pt"
+        save_checkpoint(self.state_dict(), path)
         p.last_checkpoint = str(path)
+        prune_checkpoints(self.run_dir, self.cfg.training.keep_checkpoints, protect={p.iteration})
         log.info("checkpoint saved", path=str(path))
         return path
 

@@ -15,16 +15,13 @@ import threading
 
 import torch
 
-from common.cli import add_config_args, config_from_args, install_stop_handlers
+from common.cli import add_config_args, install_stop_handlers
 from common.cores import usable_cores
-from common.logging import get_logger, setup_logging
-from common.policy import ActorCritic, flat_weights_size
-from common.rollout_spec import RolloutSpec
 from common.curve import CurveError
+from common.logging import get_logger, setup_logging
 from common.transports import learner_transport
-from common.task_spec import UnknownTaskError, resolve_task_spec
-from learner.learner import CollectorsGone, Learner
-from learner.run_dir import make_run_dir, save_config
+from learner.learner import CollectorsGone
+from learner.session import add_run_args, prepare
 
 log = get_logger("learner")
 
@@ -32,7 +29,7 @@ log = get_logger("learner")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="appo-learner", description=__doc__)
     add_config_args(p)
-    p.add_argument("--log-dir", help="run directory (default logs/appo/<task>/<timestamp>)")
+    add_run_args(p)
     p.add_argument("--listen", help="serve collectors over ZeroMQ on this endpoint, e.g. tcp://0.0.0.0:5555")
     return p.parse_intermixed_args(argv)
 
@@ -40,32 +37,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging("learner")
-    extra = {"transport": {"kind": "zmq", "listen": args.listen}} if args.listen else {}
-    cfg = config_from_args(args, extra)
-    try:
-        task = resolve_task_spec(cfg.task)
-    except UnknownTaskError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    torch.set_num_threads(cfg.training.learner_threads or usable_cores())
-    torch.manual_seed(cfg.algo.seed)
-    run_dir = make_run_dir(cfg, args.log_dir)
-    save_config(cfg, run_dir)
+    session = prepare(args, {"transport": {"kind": "zmq", "listen": args.listen}} if args.listen else None)
+    cfg = session.cfg
+    torch.set_num_threads(1 if cfg.training.deterministic else (cfg.training.learner_threads or usable_cores()))
     stop = threading.Event()
-    install_stop_handlers(stop)
-    spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
-    num_weights = flat_weights_size(ActorCritic.from_config(cfg, task))
+    install_stop_handlers(stop, cfg.training.stop_grace_s)
     try:
-        transport = learner_transport(cfg, spec, num_weights, f"{run_dir.name}-{os.getpid()}")
+        transport = learner_transport(cfg, session.spec, session.num_weights, f"{session.run_dir.name}-{os.getpid()}")
     except (CurveError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if cfg.transport.kind == "shm":
         print(f"shm_dir={transport.run_dir}", flush=True)
     where = str(transport.run_dir) if cfg.transport.kind == "shm" else cfg.transport.listen
-    log.info("learner waiting for collectors", transport=cfg.transport.kind, at=where, run_dir=str(run_dir))
+    log.info("learner waiting for collectors", transport=cfg.transport.kind, at=where, run_dir=str(session.run_dir))
     try:
-        summary = Learner(cfg, task, run_dir, transport, stop).run()
+        summary = session.learner(transport, stop).run()
     except CollectorsGone as exc:
         log.error("training stopped: no collectors", reason=str(exc))
         return 1

@@ -10,11 +10,27 @@ from torch.utils.tensorboard import SummaryWriter
 
 class Metrics:
     def __init__(self, log_dir, max_iterations: int, console: bool):
-        self.writer = SummaryWriter(log_dir=str(log_dir))
+        self._log_dir = str(log_dir)
+        self._purge_step: int | None = None
+        self._writer: SummaryWriter | None = None
         self.max_iterations = max_iterations
         self.console = console
         self._start = time.monotonic()
         self._start_iter: int | None = None
+
+    def resume_at(self, iteration: int) -> None:
+        """Continue a resumed run: the ETA counts from here; TensorBoard steps continue after `iteration`,
+        and events a crashed run wrote beyond its last checkpoint are purged."""
+        self._purge_step = iteration + 1
+        self._start_iter = iteration
+        self._start = time.monotonic()
+
+    @property
+    def writer(self) -> SummaryWriter:
+        # Created on first use, so a resumed run opens one events file, with its purge step.
+        if self._writer is None:
+            self._writer = SummaryWriter(log_dir=self._log_dir, purge_step=self._purge_step)
+        return self._writer
 
     def log(self, iteration: int, scalars: dict[str, float], env_steps: int) -> None:
         for k, v in scalars.items():
@@ -47,5 +63,6 @@ class Metrics:
     def close(self) -> None:
         if self.console and sys.stdout.isatty():
             print()
-        self.writer.flush()
-        self.writer.close()
+        if self._writer is not None:
+            self._writer.flush()
+            self._writer.close()

@@ -75,5 +75,29 @@ class StagingPool:
                 self.trained_rollouts += 1
             self.entries[i].uses += 1
 
+    def state_dict(self) -> dict:
+        """Contents and bookkeeping, so a resumed run replays exactly what this one would."""
+        return {
+            "tensors": {k: t.to("cpu") for k, t in self.tensors.items()},
+            "entries": [None if e is None else {"collector": e.meta.collector, "seq": e.meta.seq,
+                                                "policy_version": e.meta.policy_version, "uses": e.uses}
+                        for e in self.entries],
+            "next": self._next,
+            "overwritten_unused": self.overwritten_unused,
+            "trained_rollouts": self.trained_rollouts,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if len(state["entries"]) != self.capacity:
+            # A different replay_queue_size: start the pool empty rather than guess.
+            return
+        for k, t in self.tensors.items():
+            t.copy_(state["tensors"][k])
+        self.entries = [None if e is None else StagedEntry(SlotMeta(e["collector"], e["seq"], e["policy_version"], {}),
+                                                           e["uses"]) for e in state["entries"]]
+        self._next = int(state["next"])
+        self.overwritten_unused = int(state["overwritten_unused"])
+        self.trained_rollouts = int(state["trained_rollouts"])
+
     def policy_versions(self, indices: list[int]) -> list[int]:
         return [self.entries[i].meta.policy_version for i in indices]

@@ -92,10 +92,10 @@ def test_bad_config_is_refused_before_anything_starts(tmp_path, shm_root):
 
 
 def test_collector_crash_is_reported_not_hidden(tmp_path, shm_root):
-    """kill -9 of the only collector: appo-train reports it died and stops with an error."""
+    """kill -9 of the only collector with restarts disabled: appo-train reports it died and stops with an error."""
     run = tmp_path / "run"
     args = [exe("appo-train"), "--task", "inverted_pendulum", "--log-dir", str(run), *TINY,
-            "algo.max_iterations=100000", f"transport.shm_root={shm_root}"]
+            "algo.max_iterations=100000", f"transport.shm_root={shm_root}", "training.collector_max_restarts=0"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: _iterations(run) >= 1, 120, "first iteration")
     (collector,) = children(proc.pid)
