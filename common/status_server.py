@@ -44,7 +44,10 @@ from typing import Any, Callable, Mapping
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_LEARNER_PORT = 9100
 DEFAULT_COLLECTOR_PORT = 9101
-PORT_ENV = "APPO_TRAINING__STATUS_PORT"  # what the HEALTHCHECK follows (see main())
+# The variables the HEALTHCHECK follows (see main()): training.status_port for the
+# learner, training.collector_status_port for collectors.
+PORT_ENV = "APPO_TRAINING__STATUS_PORT"
+COLLECTOR_PORT_ENV = "APPO_TRAINING__COLLECTOR_STATUS_PORT"
 
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -327,19 +330,21 @@ def probe(url: str, timeout: float = 3.0) -> tuple[int, str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m common.status_server",
-        description="Probe a running APPO process's status server (a container HEALTHCHECK). "
-        f"The port is ${PORT_ENV} when set, else --default-port; 0 means the server is off (exit 0).",
+        description="Probe a running APPO process's status server (a container HEALTHCHECK). The port is "
+        "the --port-env variable when set, else --default-port; 0 means the server is off (exit 0).",
     )
     p.add_argument("path", nargs="?", default="/healthz", help="/healthz (default), /readyz or /metrics")
-    p.add_argument("--default-port", type=int, default=DEFAULT_LEARNER_PORT)
+    p.add_argument("--port-env", default=PORT_ENV,
+                   help=f"variable holding the port: {PORT_ENV} (learner, default) or {COLLECTOR_PORT_ENV}")
+    p.add_argument("--default-port", type=int, default=0, help="port when the variable is unset (default 0: off)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--timeout", type=float, default=3.0)
     args = p.parse_args(argv)
-    raw = os.environ.get(PORT_ENV, "").strip()
+    raw = os.environ.get(args.port_env, "").strip()
     try:
         port = int(raw) if raw else args.default_port
     except ValueError:
-        print(f"{PORT_ENV}={raw!r} is not a port", file=sys.stderr)
+        print(f"{args.port_env}={raw!r} is not a port", file=sys.stderr)
         return 2
     if port == 0:
         print("status server is off (port 0)")

@@ -24,6 +24,7 @@ from common.export import FILE_NAMES, DeterministicActor, export, load_torchscri
 from common.export import main as export_main
 from common.policy import ActorCritic
 from common.task_spec import resolve_task_spec
+from learner.checkpoint import save_checkpoint
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,8 +70,7 @@ def write_checkpoint(path: Path, task: str, iteration: int = 5, seed: int = 0) -
         "iteration": iteration, "policy_version": iteration + 1, "total_env_steps": 1000,
         "best_mean_reward": None, "config": cfg.to_dict(), "task": task,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(state, path)
+    save_checkpoint(state, path)  # the learner's writer: atomic, with the integrity digest
     return model.eval()
 
 

@@ -235,7 +235,7 @@ def test_float_values_use_prometheus_spellings():
 
 
 def test_healthcheck_cli_follows_the_port_env_and_exit_status():
-    """`python -m common.status_server /healthz` exits 0 on 200, 1 on 503 or nothing listening, 0 when the port is 0."""
+    """`python -m common.status_server /healthz` exits 0 on 200, 1 on 503 or nothing listening, 0 when the port is 0 or unset."""
     state = {"ok": (True, "fine")}
     with StatusServer(0, host="127.0.0.1", health=lambda: state["ok"]) as srv:
         env = {"APPO_TRAINING__STATUS_PORT": str(srv.port), "PATH": "/usr/bin:/bin"}
@@ -248,3 +248,16 @@ def test_healthcheck_cli_follows_the_port_env_and_exit_status():
     assert subprocess.run(cmd, env=env, capture_output=True).returncode == 1  # nothing listens now
     env["APPO_TRAINING__STATUS_PORT"] = "0"
     assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0
+    del env["APPO_TRAINING__STATUS_PORT"]
+    assert subprocess.run(cmd, env=env, capture_output=True).returncode == 0  # unset, no --default-port: off
+
+
+def test_healthcheck_cli_reads_the_collector_port_variable():
+    """With --port-env APPO_TRAINING__COLLECTOR_STATUS_PORT the probe follows the collector's key, not the learner's."""
+    with StatusServer(0, host="127.0.0.1", ready=lambda: (False, "no weights yet")) as srv:
+        env = {"APPO_TRAINING__COLLECTOR_STATUS_PORT": str(srv.port), "APPO_TRAINING__STATUS_PORT": "1",
+               "PATH": "/usr/bin:/bin"}
+        base = [sys.executable, "-m", "common.status_server", "--port-env", "APPO_TRAINING__COLLECTOR_STATUS_PORT"]
+        assert subprocess.run([*base, "/healthz"], env=env, capture_output=True).returncode == 0
+        out = subprocess.run([*base, "/readyz"], env=env, capture_output=True, text=True)
+        assert out.returncode == 1 and out.stdout.startswith("503 not ready: no weights yet")

@@ -252,10 +252,11 @@ def resolve_config(executable: str, argv: list[str], environ: dict[str, str], pa
 
 
 def rewrite(text: str, path_map: dict[str, str] | None) -> str:
-    """Replace container path prefixes by local ones (longest first)."""
-    for src in sorted(path_map or {}, key=len, reverse=True):
-        text = re.sub(rf"(?<![\w/.-]){re.escape(src)}(?=/|[^\w.-]|$)", lambda _m, new=path_map[src]: new, text)
-    return text
+    """Replace container path prefixes by local ones, in one pass (longest prefix first)."""
+    if not path_map:
+        return text
+    alternatives = "|".join(re.escape(src) for src in sorted(path_map, key=len, reverse=True))
+    return re.sub(rf"(?<![\w/.-])({alternatives})(?=/|[^\w.-]|$)", lambda m: path_map[m.group(1)], text)
 
 
 def k8s_env(container: dict) -> dict[str, str]:
@@ -266,13 +267,15 @@ def k8s_env(container: dict) -> dict[str, str]:
     return env
 
 
-def materialize_pod(objs: list[dict], workload: dict, root: Path, secret_dir: Path) -> dict[str, str]:
+def materialize_pod(objs: list[dict], workload: dict, root: Path, secret_dir: Path,
+                    rewrite_files: bool = True) -> dict[str, str]:
     """Lay out a pod's volumes under root as local directories; returns {mountPath: local dir}.
 
     configMap: its data as files (as a ConfigMap volume shows them); secret: the files
     of secret_dir (standing in for the Secret's data), only the projected items;
     persistentVolumeClaim / volumeClaimTemplates: root/../pvc-<claim> (shared by the
-    pods that mount the same claim); emptyDir: a fresh directory.
+    pods that mount the same claim); emptyDir: a fresh directory.  With rewrite_files,
+    container paths inside the ConfigMap files (log_dir, curve_dir) become local too.
     """
     spec = pod_spec(workload)
     container = only_container(workload)
@@ -312,7 +315,7 @@ def materialize_pod(objs: list[dict], workload: dict, root: Path, secret_dir: Pa
         local.mkdir(parents=True, exist_ok=True)
         mapping[m["mountPath"]] = str(local)
     # Files that name mounted paths (the run config) are rewritten to the local layout.
-    for d in config_dirs:
+    for d in config_dirs if rewrite_files else []:
         for f in d.iterdir():
             f.write_text(rewrite(f.read_text(), mapping))
     return mapping
@@ -323,3 +326,8 @@ def python_executable(name: str) -> str:
     path = Path(sys.executable).parent / name
     assert path.is_file(), f"{name} is not installed in {path.parent} (pip install -e .)"
     return str(path)
+
+
+def status_port(executable: str, cfg) -> int:
+    """The status server port of a process: training.status_port, or collector_status_port for collectors."""
+    return cfg.training.collector_status_port if executable == "appo-collector" else cfg.training.status_port

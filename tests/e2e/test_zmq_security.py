@@ -74,28 +74,54 @@ def test_missing_key_files_are_a_clear_error(tmp_path):
 
 
 def test_rollouts_beyond_max_policy_lag_are_refused(tmp_path):
-    """A collector paused mid-rollout comes back with a stale policy: refused and counted, never trained on."""
+    """A collector that holds a finished rollout while the learner moves on is refused and counted, never trained on."""
+    import threading
+
+    from collector.envs import make_env
+    from collector.rollout import Collector
+    from common.config import load_config
+    from common.policy import ActorCritic, flat_weights_size
+    from common.rollout_spec import RolloutSpec
+    from common.task_spec import task_spec
+    from common.zmq_collector import CollectorZmq
+
     port = free_port()
-    # A long peer timeout, so the paused collector is stale but not yet considered gone.
-    learner, run = _learner(tmp_path, port, "training.max_policy_lag=3", "transport.peer_timeout_s=60")
-    fast, _ = _collector(tmp_path, port, "fast", "transport.peer_timeout_s=60")
-    slow, _ = _collector(tmp_path, port, "slow", "transport.peer_timeout_s=60")
+    learner, run = _learner(tmp_path, port, "training.max_policy_lag=3")
+    fast, _ = _collector(tmp_path, port, "fast")
+    # The slowed collector: the real transport, env and rollout loop, run by hand so it can stall on purpose.
+    cfg = load_config(TINY[2:], extra={"task": "inverted_pendulum"}, environ={})
+    task = task_spec("inverted_pendulum")
+    spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
+    channel = CollectorZmq(f"tcp://127.0.0.1:{port}", spec, "slow", flat_weights_size(ActorCritic.from_config(cfg, task)),
+                           2, 0.2, 30.0)
+    env = make_env("inverted_pendulum", cfg.algo.num_envs, 1, seed=3)
+    slow = Collector(cfg, env, channel, threading.Event(), seed=3)
     try:
-        wait_for(lambda: last(run, "Collectors/slow/rollouts") >= 2 and last(run, "Collectors/fast/rollouts") >= 2,
-                 90, "rollouts from both collectors")
-        slow.send_signal(signal.SIGSTOP)
-        at_pause = len(scalars(run, "perf/iter_ms"))
-        wait_for(lambda: len(scalars(run, "perf/iter_ms")) >= at_pause + 10, 60, "ten iterations while paused")
-        slow.send_signal(signal.SIGCONT)
-        wait_for(lambda: last(run, "Learner/refused_messages") >= 1, 30, "a refused stale rollout")
+        wait_for(lambda: last(run, "Collectors/fast/rollouts") >= 2, 90, "the fast collector's rollouts")
+        assert slow.wait_for_weights()
+        buf = channel.acquire(10)
+        made_with = slow.version
+        obs, critic = env.reset()
+        slow.fill_rollout(buf.arrays, obs, critic)
+        wait_for(lambda: len(scalars(run, "perf/iter_ms")) >= made_with + 6, 60, "the learner to move 6 versions on")
+        channel.commit(buf, 0, made_with, {"episodes": 0})
+        wait_for(lambda: last(run, "Learner/refused_messages") >= 1, 30, "the stale rollout to be refused")
+        # With fresh weights the same collector is accepted again.
+        buf = channel.acquire(10)
+        slow._take_weights()
+        slow.fill_rollout(buf.arrays, *env.reset())
+        channel.commit(buf, 1, slow.version, {"episodes": 0})
+        wait_for(lambda: last(run, "Collectors/slow/rollouts") >= 1, 30, "the fresh rollout to be used")
         learner.send_signal(signal.SIGTERM)
         assert learner.wait(timeout=60) == 0
         summary = read_summary(run)
-        assert summary["refused_messages"].get("stale_policy", 0) >= 1
+        assert summary["refused_messages"].get("stale_policy", 0) == 1
+        assert summary["rollouts_per_collector"]["slow"] == 1
         assert max(scalars(run, "Learner/policy_lag_max")) <= 3
     finally:
-        for p in (learner, fast, slow):
+        channel.close()
+        env.close()
+        for p in (learner, fast):
             if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
                 p.kill()
             p.wait()
