@@ -3,7 +3,7 @@
     frame 0   msgpack {"v": 1, "kind": "rollout", "meta": {...}, "arrays": [[name, dtype, shape], ...]}
     frame 1.. each array's bytes, C order, in the header's order
 
-msgpack only, never pickle.  `decode_rollout` validates every field against the
+msgpack only (no Python object serialisation on any socket).  `decode_rollout` validates every field against the
 learner's RolloutSpec (version, kind, sizes, dtypes, shapes, finite values)
 before anything touches the ring, and raises `WireError` with a short reason
 that the learner counts.

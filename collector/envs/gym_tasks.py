@@ -27,6 +27,17 @@ def _all_finite(*arrays: np.ndarray) -> np.ndarray:
     return ok
 
 
+def _noisy_reset(env: BatchedEnv, n: int, velocity_noise: str) -> tuple[np.ndarray, np.ndarray]:
+    """Gymnasium's reset_model: uniform position noise; uniform or scaled-normal velocity noise."""
+    s = env.reset_noise_scale
+    qpos = env.init_qpos + env.rng.uniform(-s, s, (n, env.model.nq))
+    if velocity_noise == "uniform":
+        qvel = env.init_qvel + env.rng.uniform(-s, s, (n, env.model.nv))
+    else:
+        qvel = env.init_qvel + s * env.rng.standard_normal((n, env.model.nv))
+    return qpos, qvel
+
+
 class InvertedPendulum(BatchedEnv):
     """InvertedPendulum-v5: +1 per step while the pole stays within 0.2 rad."""
 
@@ -36,10 +47,7 @@ class InvertedPendulum(BatchedEnv):
     reset_noise_scale = 0.01
 
     def _sample_reset(self, n):
-        s = self.reset_noise_scale
-        qpos = self.init_qpos + self.rng.uniform(-s, s, (n, self.model.nq))
-        qvel = self.init_qvel + self.rng.uniform(-s, s, (n, self.model.nv))
-        return qpos, qvel
+        return _noisy_reset(self, n, velocity_noise="uniform")
 
     def _fill_obs(self, out, rows):
         nq = self.model.nq
@@ -90,10 +98,7 @@ class HalfCheetah(_PlanarRunner):
     reset_noise_scale = 0.1
 
     def _sample_reset(self, n):
-        s = self.reset_noise_scale
-        qpos = self.init_qpos + self.rng.uniform(-s, s, (n, self.model.nq))
-        qvel = self.init_qvel + s * self.rng.standard_normal((n, self.model.nv))
-        return qpos, qvel
+        return _noisy_reset(self, n, velocity_noise="normal")
 
     def _compute_terms(self, terms, terminated):
         self._forward_and_ctrl(terms)
@@ -115,10 +120,7 @@ class Hopper(_PlanarRunner):
     obs_qvel_clip = 10.0
 
     def _sample_reset(self, n):
-        s = self.reset_noise_scale
-        qpos = self.init_qpos + self.rng.uniform(-s, s, (n, self.model.nq))
-        qvel = self.init_qvel + self.rng.uniform(-s, s, (n, self.model.nv))
-        return qpos, qvel
+        return _noisy_reset(self, n, velocity_noise="uniform")
 
     def _fill_obs(self, out, rows):
         k = self.model.nq - 1
@@ -173,10 +175,7 @@ class Ant(BatchedEnv):
         self._cfrc = np.zeros_like(self._cfrc_raw)  # clipped, what obs and cost use
 
     def _sample_reset(self, n):
-        s = self.reset_noise_scale
-        qpos = self.init_qpos + self.rng.uniform(-s, s, (n, self.model.nq))
-        qvel = self.init_qvel + s * self.rng.standard_normal((n, self.model.nv))
-        return qpos, qvel
+        return _noisy_reset(self, n, velocity_noise="normal")
 
     def _before_physics(self):
         np.copyto(self._x_before, self._xpos[:, self._x_col])

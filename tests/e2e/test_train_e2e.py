@@ -121,3 +121,17 @@ def test_learner_and_collector_executables_over_shared_memory(tmp_path, shm_root
     assert learner.wait(timeout=180) == 0, learner.stderr.read()[-3000:]
     assert collector.wait(timeout=60) == 0, collector.stderr.read()[-3000:]
     assert read_summary(run)["completed_iterations"] == 3
+
+
+def test_go2_smoke_run(tmp_path, shm_root):
+    """A short real Go2 run (the CI smoke run of the reference task): three iterations and a checkpoint."""
+    run = tmp_path / "run"
+    proc = subprocess.run([exe("appo-train"), "--task", "go2_joystick_flat", "--log-dir", str(run),
+                           "algo.num_envs=32", "algo.steps_per_env=8", "algo.max_iterations=3",
+                           "algo.policy.actor_hidden_dims=[32]", "algo.policy.critic_hidden_dims=[32]",
+                           "training.console=false", f"transport.shm_root={shm_root}"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(run)
+    assert summary["completed_iterations"] == 3 and summary["total_env_steps"] >= 3 * 32 * 8
+    assert (run / "model_3.pt").is_file()
