@@ -379,9 +379,9 @@ class LearnerShm:
         if ch:
             ch.close()
 
-    def collectors(self) -> dict[int, int]:
-        """collector id -> pid of the collectors attached now."""
-        return {cid: ch.pid for cid, ch in self._channels.items()}
+    def collectors(self) -> dict[int, dict]:
+        """collector id -> {name, pid} of the collectors attached now."""
+        return {cid: {"name": f"local-{cid}", "pid": ch.pid} for cid, ch in self._channels.items()}
 
     def _refuse(self, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1

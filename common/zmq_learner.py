@@ -219,7 +219,9 @@ class LearnerZmq:
             self._send(identity, *snapshot)
 
     def collectors(self) -> dict[int, dict]:
-        return {p.id: {"name": p.name, "rollouts": p.rollouts} for p in list(self.peers.values())}
+        now = time.monotonic()
+        return {p.id: {"name": p.name, "rollouts": p.rollouts, "last_seen_s": now - p.last_seen}
+                for p in list(self.peers.values())}
 
     def close(self) -> None:
         for s in (getattr(self, "router", None), getattr(self, "pub", None)):

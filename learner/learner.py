@@ -79,6 +79,9 @@ class Learner:
         self.per_collector: Counter[str] = Counter()  # rollouts received, by collector name
         self.collector_versions: dict[str, int] = {}  # policy version of each collector's newest rollout
         self.health: list = []  # callables returning an error message or None (e.g. dead collectors)
+        self._collector_perf: dict = {}  # the newest rollout's timing statistics
+        self._last_scalars: dict = {}
+        self._steps_at_start = 0  # env steps before this process started (a resume), for rates
 
     # ------------------------------------------------------------------ main loop
 
@@ -185,7 +188,7 @@ class Learner:
         reward = episode.get("Train/mean_reward")
         if reward is not None and (p.best_mean_reward is None or reward > p.best_mean_reward):
             p.best_mean_reward = reward
-        perf = getattr(self, "_collector_perf", {})
+        perf = self._collector_perf
         scalars = {
             **train,
             **episode,
@@ -195,7 +198,7 @@ class Learner:
             "perf/batch_ms": times["batch"] * 1e3,
             "perf/train_ms": times["train"] * 1e3,
             "perf/weight_publish_ms": times["publish"] * 1e3,
-            "perf/env_steps_per_s": p.total_env_steps / max(elapsed, 1e-9),
+            "perf/env_steps_per_s": (p.total_env_steps - self._steps_at_start) / max(elapsed, 1e-9),
             "perf/collector_mlp_infer_ms": perf.get("infer_ms"),
             "perf/collector_env_step_ms": perf.get("step_ms"),
             "Learner/staging_occupancy": self.staging.occupancy(),
@@ -207,6 +210,9 @@ class Learner:
             "Learner/refused_messages": sum(self.receiver.refused_counts().values()),
             "Learner/collectors_connected": len(self.transport.collectors()),
         }
+        for info in self.transport.collectors().values():
+            if "last_seen_s" in info:
+                scalars[f"Collectors/{info['name']}/last_seen_s"] = info["last_seen_s"]
         for name, count in self.per_collector.items():
             scalars[f"Collectors/{name}/rollouts"] = count
             scalars[f"Collectors/{name}/env_steps"] = count * self.spec.env_steps
@@ -229,7 +235,7 @@ class Learner:
             "policy_version": p.policy_version,
             "total_env_steps": p.total_env_steps,
             "best_mean_reward": p.best_mean_reward,
-            "last_mean_reward": getattr(self, "_last_scalars", {}).get("Train/mean_reward"),
+            "last_mean_reward": self._last_scalars.get("Train/mean_reward"),
             "episodes": self.episodes.state_dict(),
             "staging": self.staging.state_dict(),
             "rng": rng_state(),
@@ -244,6 +250,7 @@ class Learner:
         p.policy_version = int(state["policy_version"])
         p.total_env_steps = int(state["total_env_steps"])
         p.best_mean_reward = state["best_mean_reward"]
+        self._steps_at_start = p.total_env_steps
         self.episodes.load_state_dict(state["episodes"])
         self.staging.load_state_dict(state["staging"])
         set_rng_state(state["rng"])
@@ -271,7 +278,7 @@ class Learner:
     def summary(self) -> dict:
         p = self.progress
         wall = time.monotonic() - p.started
-        last = getattr(self, "_last_scalars", {})
+        last = self._last_scalars
         return {
             "status": self.status,
             "task": self.task.name,
@@ -283,7 +290,7 @@ class Learner:
             "mean_episode_length": last.get("Train/mean_episode_length"),
             "last_checkpoint": p.last_checkpoint,
             "training_wall_time_sec": wall,
-            "env_steps_per_sec": p.total_env_steps / max(wall, 1e-9),
+            "env_steps_per_sec": (p.total_env_steps - self._steps_at_start) / max(wall, 1e-9),
             "refused_messages": self.receiver.refused_counts(),
             "rollouts_per_collector": {str(k): v for k, v in self.per_collector.items()},
         }

@@ -134,8 +134,7 @@ def probe_ok(pod: Pod, kind: str) -> bool:
 
 @pytest.mark.timeout(240)
 def test_manifests_train_with_curve_pass_their_probes_stop_within_grace_and_resume(netlab, k8s_objects, tmp_path):
-    """The declared learner and two collectors train over CURVE, pass every declared probe, checkpoint on SIGTERM
-    within terminationGracePeriodSeconds, and a restart with the same args resumes from that checkpoint."""
+    """As declared, learner + 2 collectors train over CURVE, pass their probes, checkpoint on SIGTERM within the grace, and resume."""
     lab = netlab
     for host in ("learner", "c1", "c2", "node"):
         lab.add_host(host)

@@ -61,12 +61,9 @@ def test_compose_files_validate_with_compose_itself(combo, tmp_path):
 
 def test_compose_refuses_an_unknown_key(tmp_path):
     """Negative control: Compose's own schema check rejects a misspelt service key."""
-    bad = ROOT / f".compose-bad-{tmp_path.name}.yaml"
-    try:
-        bad.write_text((ROOT / "compose.yaml").read_text().replace("    shm_size:", "    shm_sise:", 1))
-        out = compose_config([bad.name], tmp_path, quiet=True)
-    finally:
-        bad.unlink()
+    bad = tmp_path / "compose.yaml"
+    bad.write_text((ROOT / "compose.yaml").read_text().replace("    shm_size:", "    shm_sise:", 1))
+    out = compose_config([str(bad)], tmp_path, quiet=True)  # --project-directory stays the repo root
     assert out.returncode != 0 and "shm_sise" in out.stderr
 
 

@@ -267,13 +267,18 @@ def test_images_are_the_dockerfiles_images_at_the_project_version(k8s_objects):
 
 
 def test_pods_meet_the_restricted_pod_security_standard(k8s_objects):
-    """Non-root uid 10001 (the images' USER), RuntimeDefault seccomp, no privilege escalation, no capabilities, read-only root."""
+    """Non-root uid 10001 (the images' USER), fsGroup for keys and volumes, RuntimeDefault seccomp, no escalation, read-only root."""
     ns = find(k8s_objects, "Namespace", "appo")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     for w in workloads(k8s_objects):
         spec = pod_spec(w)
         sc = spec["securityContext"]
-        assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 10001 and sc["seccompProfile"]["type"] == "RuntimeDefault"
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 10001
+        assert sc["seccompProfile"]["type"] == "RuntimeDefault"
+        for v in spec.get("volumes", []):
+            mode = v.get("secret", {}).get("defaultMode", 0o644)
+            if ("secret" in v and not mode & 0o004) or "persistentVolumeClaim" in v:
+                assert sc.get("fsGroup") == sc["runAsGroup"] == 10001, f"{w['metadata']['name']}: {v['name']} unreadable"
         for c in spec["containers"]:
             csc = c["securityContext"]
             assert csc["allowPrivilegeEscalation"] is False and csc["capabilities"]["drop"] == ["ALL"]
