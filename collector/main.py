@@ -18,7 +18,7 @@ from common.curve import CurveError
 from common.logging import get_logger, setup_logging
 from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
-from common.shm_transport import TransportError
+from common.shm_transport import TransportError, claim_collector_id
 from common.task_spec import UnknownTaskError, resolve_task_spec
 from common.transports import collector_transport
 
@@ -32,13 +32,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--shm-dir", help="the learner's shared-memory run directory (same host)")
     where.add_argument("--learner", help="the learner's address tcp://HOST:PORT (transport.learner)")
-    p.add_argument("--collector-id", type=int, default=0, help="this collector's id on its host (0, 1, ...)")
+    p.add_argument("--collector-id", default="0",
+                   help="this collector's id on its host (0, 1, ...), or 'auto' with --shm-dir: the lowest free one")
     p.add_argument("--num-envs", type=int, help="environments stepped together (algo.num_envs)")
     p.add_argument("--threads", type=int, help="MuJoCo stepping threads (training.collector_threads)")
     p.add_argument("--max-rollouts", type=int, help="stop after sending this many rollouts")
     args = p.parse_intermixed_args(argv)
-    if args.collector_id < 0:
-        p.error("--collector-id must be >= 0")
+    if args.collector_id == "auto":
+        if not args.shm_dir:
+            p.error("--collector-id auto needs --shm-dir (ids are claimed in the shared-memory directory)")
+    elif not args.collector_id.isdigit():
+        p.error(f"--collector-id must be a number >= 0 or 'auto', not {args.collector_id!r}")
+    else:
+        args.collector_id = int(args.collector_id)
     return args
 
 
@@ -70,12 +76,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from collector.envs import make_env  # MuJoCo import after argument errors are reported
     from collector.rollout import Collector
+    from collector.status import start_collector_status
 
     stop = threading.Event()
     install_stop_handlers(stop)
     spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
     num_weights = flat_weights_size(ActorCritic.from_config(cfg, task))
     try:
+        if args.collector_id == "auto":
+            # The lock fd stays open for the process's life: the id is ours until we exit.
+            args.collector_id, _id_lock = claim_collector_id(args.shm_dir)
         channel = collector_transport(cfg, spec, num_weights, args.collector_id, args.shm_dir)
     except (TransportError, CurveError, OSError) as exc:
         print(f"error: cannot connect: {exc}", file=sys.stderr)
@@ -84,9 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     env = make_env(cfg.task, cfg.algo.num_envs, threads, seed)
     torch.manual_seed(seed)
     log.info("collector started", task=cfg.task, num_envs=cfg.algo.num_envs, threads=threads, id=args.collector_id)
+    collector = Collector(cfg, env, channel, stop, seed)
+    status = None
     try:
-        sent = Collector(cfg, env, channel, stop, seed).run(args.max_rollouts)
+        status = start_collector_status(collector)
+        sent = collector.run(args.max_rollouts)
     finally:
+        if status:
+            status.stop()
         env.close()
         channel.close()
     fatal = getattr(channel, "fatal", None)

@@ -16,6 +16,7 @@ from common.config import AppoConfig
 from common.logging import get_logger
 from common.policy import ActorCritic, load_flat_weights
 from common.rollout_spec import RolloutSpec
+from common.status_server import Heartbeat
 
 log = get_logger("collector")
 
@@ -84,6 +85,8 @@ class Collector:
         self.episodes = EpisodeTracker(env.num_envs, env.spec.reward_terms)
         self.seed = seed
         self.deterministic = cfg.training.deterministic
+        self.heartbeat = Heartbeat(cfg.training.liveness_timeout_s, "collector loop")
+        self.last_perf: dict = {}
 
     def _take_weights(self) -> bool:
         got = self.channel.read_weights(self.version)
@@ -104,6 +107,7 @@ class Collector:
         while not self._take_weights():
             if self._should_stop():
                 return False
+            self.heartbeat.beat()
             time.sleep(0.01)
         return True
 
@@ -114,6 +118,7 @@ class Collector:
         obs, critic = self.env.reset()
         used_version = -1
         while not self._should_stop() and (max_rollouts is None or self.seq < max_rollouts):
+            self.heartbeat.beat()
             buf = self.channel.acquire(timeout=0.2)
             if buf is None:
                 continue
@@ -125,6 +130,7 @@ class Collector:
                 self._take_weights()
             used_version = self.version
             obs, critic, perf = self.fill_rollout(buf.arrays, obs, critic)
+            self.last_perf = perf
             stats = {**self.episodes.summary(), **perf}
             self.channel.commit(buf, self.seq, self.version, stats)
             self.seq += 1
@@ -133,6 +139,7 @@ class Collector:
     def _wait_for_newer(self, version: int) -> bool:
         """Lock-step: block until the learner published a policy newer than `version`."""
         while self.version <= version:
+            self.heartbeat.beat()
             if self._should_stop():
                 return False
             if not self._take_weights():
@@ -152,6 +159,7 @@ class Collector:
         """Step T times from (obs, critic), writing every rollout field into `out`."""
         infer_s = step_s = 0.0
         for t in range(self.spec.steps):
+            self.heartbeat.beat()
             t0 = time.perf_counter()
             actions, log_probs = self.policy.act(torch.from_numpy(obs).to(self.device))
             actions_np = actions.cpu().numpy()

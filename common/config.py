@@ -115,6 +115,7 @@ class TrainingConfig(_Section):
     status_port: int = Field(0, ge=0, le=65535, description="HTTP /metrics, /healthz, /readyz of the learner; 0 = off.")
     collector_status_port: int = Field(0, ge=0, le=65535, description="The same for appo-collector; 0 = off.")
     status_host: str = Field("0.0.0.0", description="Address the status server binds.")
+    liveness_timeout_s: float = Field(120.0, gt=0, description="/healthz fails when the main loop stalls this long.")
 
     @field_validator("device", "collector_device")
     @classmethod
@@ -131,6 +132,8 @@ class TransportConfig(_Section):
     kind: Literal["shm", "zmq"] = Field("shm", description="shm on one host; zmq between hosts.")
     shm_root: str = Field("/dev/shm", description="Where shared-memory run directories live.")
     buffers_per_collector: int = Field(2, ge=1, description="Rollout buffers each collector fills in turn.")
+    shm_run_id: str = Field("", pattern=r"^[A-Za-z0-9._-]*$",
+                            description="Fixed name of the shm run directory (appo-<id>); empty = <run>-<pid>.")
     listen: str = Field("tcp://0.0.0.0:5555", description="Learner: ZeroMQ endpoint for rollouts (weights on port+1).")
     learner: str = Field("", description="Collector: the learner's address, tcp://HOST:PORT.")
     max_in_flight: int = Field(2, ge=1, le=64, description="Credits: rollouts a collector may have unacknowledged.")

@@ -73,7 +73,8 @@ def sweep_stale(root: str | Path) -> list[Path]:
             pid = int((d / "owner.pid").read_text())
         except (OSError, ValueError):
             pid = 0
-        if pid and pid_alive(pid):
+        # Our own pid can only be a predecessor's: in a container a restarted learner gets the same pid.
+        if pid and pid != os.getpid() and pid_alive(pid):
             continue
         shutil.rmtree(d, ignore_errors=True)
         removed.append(d)
@@ -455,3 +456,21 @@ class LearnerShm:
             self._drop(cid)
         self.weights.close()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def claim_collector_id(run_dir: str | Path, limit: int = 1024) -> tuple[int, int]:
+    """The lowest collector id not held by a live collector, and the open lock fd that holds it.
+
+    An flock is released by the kernel when its process dies, so a crashed
+    collector's id is free again for its replacement (compose --scale, restarts).
+    """
+    import fcntl
+
+    for i in range(limit):
+        fd = os.open(Path(run_dir) / f"c{i}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return i, fd
+        except BlockingIOError:
+            os.close(fd)
+    raise TransportError(f"no free collector id below {limit} in {run_dir}")

@@ -208,6 +208,8 @@ class CollectorZmq:
                 log.warning("bad message from learner", reason=exc.reason)
                 continue
             self._on_message(msg, frames, from_dealer=sock is self.dealer)
+            if sock is not self.dealer and sock is not self.sub:
+                return  # a reset replaced (and closed) the socket being drained
 
     def _on_message(self, msg: dict, frames: list, from_dealer: bool) -> None:
         kind = msg["kind"]

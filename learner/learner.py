@@ -19,6 +19,7 @@ import torch
 from common.config import AppoConfig
 from common.logging import get_logger
 from common.policy import flat_weights
+from common.status_server import Heartbeat
 from common.rollout_spec import RolloutSpec
 from common.task_spec import TaskSpec
 from learner.appo import APPO
@@ -82,6 +83,9 @@ class Learner:
         self._collector_perf: dict = {}  # the newest rollout's timing statistics
         self._last_scalars: dict = {}
         self._steps_at_start = 0  # env steps before this process started (a resume), for rates
+        # Liveness for probes: beaten on every pass of the loop, waiting and updating included.
+        self.heartbeat = Heartbeat(cfg.training.liveness_timeout_s, "learner loop")
+        self.weights_published = False
 
     # ------------------------------------------------------------------ main loop
 
@@ -101,7 +105,17 @@ class Learner:
             self._finish()
         return self.summary()
 
+    def _abort_update(self) -> bool:
+        self.heartbeat.beat()  # a long update is progress too
+        return self.stop_event.is_set()
+
+    @property
+    def last_checkpoint_iteration(self) -> int | None:
+        c = self.progress.last_checkpoint
+        return int(Path(c).stem.split("_")[1]) if c else None
+
     def _check_health(self) -> None:
+        self.heartbeat.beat()
         if self.receiver.error:
             raise RuntimeError(f"receiver failed: {self.receiver.error}") from self.receiver.error
         for check in self.health:
@@ -123,7 +137,7 @@ class Learner:
         self.appo.update_normalizers(self.staging.batch(fresh))
         t3 = time.perf_counter()
         # A stop request abandons the rest of the update; what was done so far is kept and saved.
-        train_metrics = self.appo.update(batch, abort=self.stop_event.is_set)
+        train_metrics = self.appo.update(batch, abort=self._abort_update)
         self.staging.mark_used(active)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
@@ -177,6 +191,7 @@ class Learner:
 
     def _publish(self) -> None:
         self.transport.publish_weights(self.progress.policy_version, flat_weights(self.appo.model))
+        self.weights_published = True
 
     # ------------------------------------------------------------------ logging / saving
 

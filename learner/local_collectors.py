@@ -49,6 +49,7 @@ class LocalCollectors:
             "--shm-dir", str(self.shm_dir),
             "--collector-id", str(i),
             "--threads", str(self.threads),
+            "training.collector_status_port=0",  # several local collectors cannot share one port
         ]
         env = {**os.environ, "APPO_LOG_FORMAT": os.environ.get("APPO_LOG_FORMAT", "json")}
         with open(self.log_path(i), "ab") as out:

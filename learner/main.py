@@ -9,7 +9,6 @@ Across hosts (--listen, or transport.kind=zmq) collectors connect with
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 
@@ -22,6 +21,7 @@ from common.logging import get_logger, setup_logging
 from common.transports import learner_transport
 from learner.learner import CollectorsGone
 from learner.session import add_run_args, prepare
+from learner.status import start_learner_status
 
 log = get_logger("learner")
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     install_stop_handlers(stop, cfg.training.stop_grace_s)
     try:
-        transport = learner_transport(cfg, session.spec, session.num_weights, f"{session.run_dir.name}-{os.getpid()}")
+        transport = learner_transport(cfg, session.spec, session.num_weights, session.shm_run_id)
     except (CurveError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -51,12 +51,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shm_dir={transport.run_dir}", flush=True)
     where = str(transport.run_dir) if cfg.transport.kind == "shm" else cfg.transport.listen
     log.info("learner waiting for collectors", transport=cfg.transport.kind, at=where, run_dir=str(session.run_dir))
+    status = None
     try:
-        summary = session.learner(transport, stop).run()
+        learner = session.learner(transport, stop)
+        status = start_learner_status(learner)
+        summary = learner.run()
     except CollectorsGone as exc:
         log.error("training stopped: no collectors", reason=str(exc))
         return 1
     finally:
+        if status:
+            status.stop()
         transport.request_stop()
         transport.close()
     log.info("done", status=summary["status"], iterations=summary["completed_iterations"])

@@ -4,6 +4,7 @@ resume, and the Learner itself."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -44,6 +45,11 @@ class Session:
     @property
     def spec(self) -> RolloutSpec:
         return RolloutSpec.for_task(self.task, self.cfg.algo.num_envs, self.cfg.algo.steps_per_env)
+
+    @property
+    def shm_run_id(self) -> str:
+        """The shared-memory directory's name: fixed by config (containers), else unique per process."""
+        return self.cfg.transport.shm_run_id or f"{self.run_dir.name}-{os.getpid()}"
 
     @property
     def num_weights(self) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 
@@ -16,6 +15,7 @@ from common.shm_transport import LearnerShm
 from learner.learner import CollectorsGone
 from learner.local_collectors import LocalCollectors
 from learner.session import add_run_args, prepare
+from learner.status import start_learner_status
 
 log = get_logger("train")
 
@@ -48,20 +48,24 @@ def main(argv: list[str] | None = None) -> int:
 
     stop = threading.Event()
     install_stop_handlers(stop, cfg.training.stop_grace_s)
-    transport = LearnerShm(cfg.transport.shm_root, f"{session.run_dir.name}-{os.getpid()}", session.spec,
+    transport = LearnerShm(cfg.transport.shm_root, session.shm_run_id, session.spec,
                            session.num_weights)
     collectors = LocalCollectors(args.collectors, session.config_path, transport.run_dir, collector_threads,
                                  session.run_dir, cfg.training.collector_max_restarts,
                                  cfg.training.collector_restart_backoff_s)
+    status = None
     try:
         learner = session.learner(transport, stop)
         learner.health.append(collectors.check)
+        status = start_learner_status(learner)
         collectors.start()
         summary = learner.run()
     except CollectorsGone as exc:
         log.error("training stopped: no collectors", reason=str(exc))
         return 1
     finally:
+        if status:
+            status.stop()
         transport.request_stop()
         collectors.stop()
         transport.close()
