@@ -62,8 +62,12 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale(root: str | Path) -> list[Path]:
-    """Remove run directories whose learner is gone (killed runs leave them behind)."""
+def sweep_stale(root: str | Path, min_age_s: float = 60.0) -> list[Path]:
+    """Remove run directories whose learner is gone (killed runs leave them behind).
+
+    A directory without a readable owner.pid is only removed once it is older than
+    min_age_s: a learner that is creating it right now has not written the file yet.
+    """
     removed = []
     root = Path(root)
     if not root.is_dir():
@@ -73,6 +77,11 @@ def sweep_stale(root: str | Path) -> list[Path]:
             pid = int((d / "owner.pid").read_text())
         except (OSError, ValueError):
             pid = 0
+            try:
+                if time.time() - d.stat().st_mtime < min_age_s:
+                    continue
+            except OSError:
+                continue
         # Our own pid can only be a predecessor's: in a container a restarted learner gets the same pid.
         if pid and pid != os.getpid() and pid_alive(pid):
             continue

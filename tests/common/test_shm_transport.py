@@ -177,10 +177,13 @@ def test_stale_run_dirs_are_swept(tmp_path):
     (tmp_path / "appo-old").mkdir()
     (tmp_path / "appo-old" / "owner.pid").write_text(str(dead.pid))
     (tmp_path / "appo-live").mkdir()
-    (tmp_path / "appo-live" / "owner.pid").write_text(str(os.getpid()))
+    (tmp_path / "appo-live" / "owner.pid").write_text(str(os.getppid()))  # another live process
+    (tmp_path / "appo-mine").mkdir()
+    (tmp_path / "appo-mine" / "owner.pid").write_text(str(os.getpid()))  # a predecessor with our pid (containers)
+    (tmp_path / "appo-new").mkdir()  # being created right now: no owner.pid yet
     removed = sweep_stale(tmp_path)
-    assert [p.name for p in removed] == ["appo-old"]
-    assert (tmp_path / "appo-live").exists()
+    assert sorted(p.name for p in removed) == ["appo-mine", "appo-old"]
+    assert (tmp_path / "appo-live").exists() and (tmp_path / "appo-new").exists()
 
 
 def test_close_removes_run_dir(tmp_path):

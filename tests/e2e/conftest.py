@@ -39,7 +39,8 @@ def read_summary(run_dir: Path) -> dict:
 def shm_root(tmp_path):
     """A private shared-memory root per test (tmpfs when /dev/shm is there), checked empty afterwards."""
     base = Path("/dev/shm") if Path("/dev/shm").is_dir() else tmp_path
-    root = base / f"appo-test-{os.getpid()}-{time.monotonic_ns()}"
+    # Not named appo-*: a learner sweeping /dev/shm must not mistake the test root for a run directory.
+    root = base / f"appotest-{os.getpid()}-{time.monotonic_ns()}"
     root.mkdir()
     yield root
     leftovers = list(root.iterdir())
