@@ -29,6 +29,9 @@ class EpisodeTracker:
         self.ret = np.zeros(num_envs, np.float64)
         self.length = np.zeros(num_envs, np.int64)
         self.term_sums = np.zeros((len(terms), num_envs), np.float64)
+        # Velocity-command tasks: per-env sums of squared xy and yaw-rate tracking errors, and their count.
+        self.track_sq = np.zeros((2, num_envs), np.float64)
+        self.track_n = np.zeros(num_envs, np.int64)
         self._reset_window()
 
     def _reset_window(self) -> None:
@@ -36,18 +39,30 @@ class EpisodeTracker:
         self.done_lengths: list[np.ndarray] = []
         self.done_timeouts: list[np.ndarray] = []
         self.done_terms: list[np.ndarray] = []
+        self.done_tracking: list[np.ndarray] = []  # [2, k] per-episode RMS errors (xy, yaw)
 
-    def step(self, rewards: np.ndarray, terms: dict[str, np.ndarray], done: np.ndarray, truncated: np.ndarray) -> None:
+    def step(self, rewards: np.ndarray, terms: dict[str, np.ndarray], done: np.ndarray, truncated: np.ndarray,
+             tracking_sq: np.ndarray | None = None) -> None:
+        """tracking_sq: [2, N] squared xy / yaw-rate command errors of the state reached (ignored where done:
+        that state is already the next episode's)."""
         self.ret += rewards
         self.length += 1
         for i, name in enumerate(self.terms):
             self.term_sums[i] += terms[name]
+        if tracking_sq is not None:
+            live = ~done
+            self.track_sq[:, live] += tracking_sq[:, live]
+            self.track_n[live] += 1
         if done.any():
             idx = np.flatnonzero(done)
             self.done_returns.append(self.ret[idx].copy())
             self.done_lengths.append(self.length[idx].copy())
             self.done_timeouts.append(truncated[idx].copy())
             self.done_terms.append(self.term_sums[:, idx].copy())
+            if tracking_sq is not None:
+                self.done_tracking.append(np.sqrt(self.track_sq[:, idx] / np.maximum(self.track_n[idx], 1)))
+                self.track_sq[:, idx] = 0
+                self.track_n[idx] = 0
             self.ret[idx] = 0
             self.length[idx] = 0
             self.term_sums[:, idx] = 0
@@ -66,6 +81,10 @@ class EpisodeTracker:
             "timeout_rate": float(np.concatenate(self.done_timeouts).mean()),
             "terms": {name: float(terms[i].mean()) for i, name in enumerate(self.terms)},
         }
+        if self.done_tracking:
+            tracking = np.concatenate(self.done_tracking, axis=1)
+            out["tracking_xy_rms"] = float(tracking[0].mean())
+            out["tracking_yaw_rms"] = float(tracking[1].mean())
         self._reset_window()
         return out
 
@@ -136,6 +155,15 @@ class Collector:
             self.seq += 1
         return self.seq
 
+    def _tracking_sq(self) -> np.ndarray | None:
+        """Squared command-tracking errors [2, N] for tasks with velocity commands (appo-eval's hook)."""
+        hook = getattr(self.env, "velocity_tracking", None)
+        if hook is None:
+            return None
+        commanded, measured = hook()
+        err = commanded - measured
+        return np.stack([err[:, 0] ** 2 + err[:, 1] ** 2, err[:, 2] ** 2])
+
     def _wait_for_newer(self, version: int) -> bool:
         """Lock-step: block until the learner published a policy newer than `version`."""
         while self.version <= version:
@@ -180,7 +208,7 @@ class Collector:
             done = res.terminated | res.truncated
             out["dones"][:, t] = done
             out["truncated"][:, t] = res.truncated
-            self.episodes.step(res.rewards, res.terms, done, res.truncated)
+            self.episodes.step(res.rewards, res.terms, done, res.truncated, self._tracking_sq())
             obs, critic = res.obs, res.critic
             infer_s += t1 - t0 + (time.perf_counter() - t2)
             step_s += t2 - t1

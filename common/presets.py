@@ -12,6 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
+    # The reference task, sized for a 2-core machine: the learner's update must keep pace
+    # with the physics (about 12k env-steps/s on two cores), so smaller networks and no
+    # replay; 2048 envs x 24 steps as the reference configuration.
+    "go2_joystick_flat": {
+        "algo": {
+            "num_envs": 2048,
+            "steps_per_env": 24,
+            "max_iterations": 200,
+            "policy": {"actor_hidden_dims": [256, 128, 64], "critic_hidden_dims": [256, 128, 64]},
+            "algorithm": {"learning_rate": 1e-3},
+        },
+        "training": {"replay_queue_size": 1},
+    },
     "inverted_pendulum": {
         "algo": {
             "num_envs": 64,

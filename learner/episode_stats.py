@@ -43,6 +43,11 @@ class EpisodeStats:
             "Train/mean_episode_length": wmean(lambda s: float(s["length_mean"])),
             "Episode/timeout_rate": wmean(lambda s: float(s["timeout_rate"])),
         }
+        tracked = [s for s in self._recent if "tracking_xy_rms" in s]
+        if tracked:
+            n = sum(int(s["episodes"]) for s in tracked)
+            out["Episode/tracking_error_xy"] = sum(s["tracking_xy_rms"] * int(s["episodes"]) for s in tracked) / n
+            out["Episode/tracking_error_yaw"] = sum(s["tracking_yaw_rms"] * int(s["episodes"]) for s in tracked) / n
         for term in self._recent[-1].get("terms", {}):
             out[f"Episode/reward_{term}"] = wmean(lambda s: float(s.get("terms", {}).get(term, 0.0)))
         self.last = out

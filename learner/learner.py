@@ -214,6 +214,7 @@ class Learner:
             "perf/train_ms": times["train"] * 1e3,
             "perf/weight_publish_ms": times["publish"] * 1e3,
             "perf/env_steps_per_s": (p.total_env_steps - self._steps_at_start) / max(elapsed, 1e-9),
+            "perf/total_env_steps": p.total_env_steps,
             "perf/collector_mlp_infer_ms": perf.get("infer_ms"),
             "perf/collector_env_step_ms": perf.get("step_ms"),
             "Learner/staging_occupancy": self.staging.occupancy(),

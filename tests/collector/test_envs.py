@@ -298,3 +298,20 @@ def test_closed_env_refuses_use():
         env.step(np.zeros((N, 1), np.float32))
     with pytest.raises(RuntimeError, match="closed"):
         env.reset()
+
+
+def test_episode_tracker_reports_rms_tracking_error():
+    """Per-episode RMS command errors are averaged over finished episodes; the post-reset sample is excluded."""
+    from collector.rollout import EpisodeTracker
+
+    tr = EpisodeTracker(2, ("r",))
+    zeros = {"r": np.zeros(2)}
+    no = np.zeros(2, bool)
+    tr.step(np.zeros(2), zeros, no, no, np.array([[1.0, 4.0], [0.25, 0.0]]))
+    tr.step(np.zeros(2), zeros, no, no, np.array([[9.0, 4.0], [0.25, 0.0]]))
+    done = np.array([True, True])
+    tr.step(np.zeros(2), zeros, done, no, np.array([[100.0, 100.0], [100.0, 100.0]]))  # next episode's state
+    s = tr.summary()
+    # env 0: sqrt((1+9)/2) = sqrt(5); env 1: sqrt(4) = 2  -> mean xy; yaw: sqrt(0.25)=0.5 and 0
+    assert s["tracking_xy_rms"] == pytest.approx((np.sqrt(5.0) + 2.0) / 2)
+    assert s["tracking_yaw_rms"] == pytest.approx(0.25)
