@@ -158,7 +158,7 @@ class AppoConfig(BaseSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid", validate_assignment=True
     )
 
-    task: str = Field("half_cheetah", min_length=1, description="Task name (see collector/envs).")
+    task: str = Field("go2_joystick_flat", min_length=1, description="Task name (see README: built-ins, gym:ID, module:factory).")
     algo: AlgoConfig = AlgoConfig()
     training: TrainingConfig = TrainingConfig()
     transport: TransportConfig = TransportConfig()

@@ -51,6 +51,7 @@ class Soak:
         self.proc: subprocess.Popen | None = None
         self.started = 0.0
         self.all_pids: set[int] = set()
+        self.learner_pids: list[int] = []
 
     def say(self, msg: str) -> None:
         line = f"[{time.monotonic() - self.t0:7.1f}s] {msg}"
@@ -67,6 +68,7 @@ class Soak:
             cmd += ["--resume", "latest"]
         log = open(self.run_dir.parent / f"{self.run_dir.name}.soak.log", "a")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+        self.learner_pids.append(self.proc.pid)
         self.started = time.monotonic()
         self.say(f"learner started (pid {self.proc.pid}, resume={resume})")
 
@@ -83,7 +85,6 @@ class Soak:
         a = self.args
         self.t0 = time.monotonic()
         self.run_dir.parent.mkdir(parents=True, exist_ok=True)
-        shm_before = shm_dirs(self.shm_root)
         total = a.minutes * 60
         learner_kills = [total / 3, 2 * total / 3]
         next_collector_kill = a.kill_collector_every
@@ -102,7 +103,7 @@ class Soak:
                 self.start_learner(resume=True)
                 warm = None
                 continue
-            if elapsed >= next_collector_kill:
+            if elapsed >= next_collector_kill and total - elapsed > 60:  # not right before the end sample
                 next_collector_kill += a.kill_collector_every
                 kids = children(self.proc.pid)
                 if kids:
@@ -131,7 +132,9 @@ class Soak:
             "warm_rss_collectors_mb": warm[1] if warm else None,
             "end_rss_collectors_mb": end[1],
             "leftover_processes": leftovers,
-            "leftover_shm": sorted(shm_dirs(self.shm_root) - shm_before),
+            # Only this soak's learners' directories count (other runs may share /dev/shm).
+            "leftover_shm": sorted(shm_dirs(self.shm_root) & {f"{DIR_PREFIX}{self.run_dir.name}-{pid}"
+                                                              for pid in self.learner_pids}),
             "events": self.events,
         }
 

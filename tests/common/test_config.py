@@ -89,8 +89,8 @@ def test_preset_applies_for_its_task(task):
 def test_default_task_gets_its_preset():
     """With no task given the default task is used and its preset applies."""
     c = load_config(environ={})
-    assert c.task == "half_cheetah"
-    assert c.algo.num_envs == PRESETS["half_cheetah"]["algo"]["num_envs"]
+    assert c.task == "go2_joystick_flat"
+    assert c.algo.num_envs == PRESETS["go2_joystick_flat"]["algo"]["num_envs"]
 
 
 def test_preset_overridden_by_yaml(tmp_path):

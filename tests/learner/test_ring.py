@@ -107,3 +107,19 @@ def test_release_of_slot_not_being_read_is_an_error():
     slot = ring.claim(0)
     with pytest.raises(AssertionError):
         ring.release(slot)
+
+
+def test_all_finite_is_exact_including_overflowing_sums():
+    """The receiver's finite check refuses any NaN/Inf and accepts huge finite values whose sum overflows."""
+    from learner.receiver import all_finite
+
+    a = np.ones(1000, np.float32)
+    assert all_finite(a)
+    for bad in (np.nan, np.inf, -np.inf):
+        b = a.copy()
+        b[517] = bad
+        assert not all_finite(b)
+    huge = np.full(1000, 3e38, np.float32)  # finite elements, float32 sum overflows to inf
+    assert all_finite(huge)
+    mixed = np.array([np.inf, -np.inf], np.float32)  # sum is NaN
+    assert not all_finite(mixed)
