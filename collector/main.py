@@ -19,7 +19,8 @@ from common.logging import get_logger, setup_logging
 from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
 from common.shm_transport import TransportError, claim_collector_id
-from common.task_spec import UnknownTaskError, resolve_task_spec
+from common.task_plugins import resolve_task_spec
+from common.task_spec import UnknownTaskError
 from common.transports import collector_transport
 
 log = get_logger("collector")

@@ -181,3 +181,14 @@ def _control_dt(env) -> float:
         return float(dt)
     fps = (env.metadata or {}).get("render_fps")
     return 1.0 / fps if fps else 0.0
+
+
+def resolve_task_spec(name: str) -> TaskSpec:
+    """The spec of any task string: a built-in, `gym:<id>`, `package.module:factory` or an `appo.tasks` entry point.
+
+    Builds no simulation (a `gym:` task makes one Gymnasium instance to read its
+    spaces); the forms and how a factory declares its spec are described above.
+    """
+    if name in TASK_SPECS:
+        return TASK_SPECS[name]
+    return plugin_spec(name)

@@ -46,16 +46,3 @@ def task_spec(name: str) -> TaskSpec:
         return TASK_SPECS[name]
     except KeyError:
         raise UnknownTaskError(f"unknown task {name!r}; available: {', '.join(sorted(TASK_SPECS))}") from None
-
-
-def resolve_task_spec(name: str) -> TaskSpec:
-    """The spec of any task string: a built-in, `gym:<id>`, `package.module:factory` or an `appo.tasks` entry point.
-
-    Builds no simulation (a `gym:` task makes one Gymnasium instance to read its
-    spaces); see common/task_plugins.py for the forms and how a factory declares its spec.
-    """
-    if name in TASK_SPECS:
-        return TASK_SPECS[name]
-    from common.task_plugins import plugin_spec  # it imports this module
-
-    return plugin_spec(name)

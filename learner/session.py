@@ -18,7 +18,8 @@ from common.config import AppoConfig
 from common.logging import get_logger
 from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
-from common.task_spec import TaskSpec, UnknownTaskError, resolve_task_spec
+from common.task_plugins import resolve_task_spec
+from common.task_spec import TaskSpec, UnknownTaskError
 from learner.learner import Learner
 from learner.resume import ResumeError, check_compatible, find_resume_checkpoint, learning_rate_override
 from learner.run_dir import make_run_dir, save_config

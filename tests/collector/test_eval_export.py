@@ -23,7 +23,7 @@ from common.config import load_config
 from common.export import FILE_NAMES, DeterministicActor, export, load_torchscript, sample_observations
 from common.export import main as export_main
 from common.policy import ActorCritic
-from common.task_spec import resolve_task_spec
+from common.task_plugins import resolve_task_spec
 from learner.checkpoint import save_checkpoint
 
 BIN = Path(sys.executable).parent

@@ -16,7 +16,8 @@ import pytest
 from gymnasium.spaces import Box
 
 from collector.envs import available_tasks, make_env
-from common.task_spec import TASK_SPECS, UnknownTaskError, resolve_task_spec, task_spec
+from common.task_plugins import resolve_task_spec
+from common.task_spec import TASK_SPECS, UnknownTaskError, task_spec
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
