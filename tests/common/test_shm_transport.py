@@ -1,6 +1,5 @@
 """Shared-memory transport: data and metadata arrive intact, buffers cycle, weights are consistent, bad input is refused."""
 
-import json
 import os
 import subprocess
 import sys

@@ -11,6 +11,8 @@ from deploy_manifests import COMPOSE_FILES, compose_model, render_k8s
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # netlab.py
 
+from netlab import netlab  # noqa: E402,F401  (the network-namespace fixture of the e2e tests)
+
 
 @pytest.fixture(scope="session")
 def k8s_objects() -> list[dict]:
@@ -23,16 +25,3 @@ def compose_models(tmp_path_factory) -> dict[str, dict]:
     """`docker compose config --format json` of each file combination, in a clean environment."""
     tmp = tmp_path_factory.mktemp("compose")
     return {name: compose_model(files, tmp) for name, files in COMPOSE_FILES.items()}
-
-
-@pytest.fixture
-def netlab():
-    """Fresh network namespaces on a private bridge; skipped only where ip netns is not permitted."""
-    from netlab import NetLab, netns_available
-
-    ok, why = netns_available()
-    if not ok:
-        pytest.skip(why)
-    lab = NetLab()
-    yield lab
-    lab.close()

@@ -12,6 +12,8 @@ import signal
 import subprocess
 import uuid
 
+import pytest
+
 SUBNET = "10.231.0"
 
 
@@ -80,3 +82,14 @@ class NetLab:
         assert self.tag not in leftover, f"veth interfaces left behind: {self.tag}"
         assert not any(ns in os.listdir("/run/netns") for ns in [*self.hosts.values(), self.switch]) \
             if os.path.isdir("/run/netns") else True
+
+
+@pytest.fixture
+def netlab():
+    """A fresh set of network namespaces on a private bridge; skipped only where ip netns is not permitted."""
+    ok, why = netns_available()
+    if not ok:
+        pytest.skip(why)
+    lab = NetLab()
+    yield lab
+    lab.close()

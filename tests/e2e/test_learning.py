@@ -3,7 +3,7 @@
 import subprocess
 import time
 
-from conftest import exe, read_summary
+from e2e_helpers import exe, read_summary
 
 
 def test_inverted_pendulum_reaches_900(tmp_path, shm_root):

@@ -4,7 +4,7 @@ import os
 import signal
 import subprocess
 
-from conftest import exe, last, read_summary, wait_for
+from e2e_helpers import exe, last, read_summary, wait_for
 
 TINY = [
     "--task", "inverted_pendulum",
@@ -59,7 +59,7 @@ def test_two_hosts_train_survive_a_killed_collector_and_admit_a_new_one(netlab, 
 
 
 def _iters(run):
-    from conftest import scalars
+    from e2e_helpers import scalars
 
     return scalars(run, "perf/iter_ms")
 

@@ -7,7 +7,7 @@ import subprocess
 import torch
 
 from common.checkpoint_io import load_checkpoint
-from conftest import children, exe, free_port, last, read_summary, scalars, wait_for
+from e2e_helpers import children, exe, free_port, last, read_summary, scalars, wait_for
 
 TINY = [
     "--task", "inverted_pendulum", "training.console=false",

@@ -3,10 +3,9 @@
 import os
 import signal
 import subprocess
-import time
 
 import yaml
-from conftest import children, exe, read_summary, wait_for
+from e2e_helpers import children, exe, read_summary, wait_for
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 TINY = [

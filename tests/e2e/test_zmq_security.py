@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from conftest import exe, free_port, last, read_summary, scalars, wait_for
+from e2e_helpers import exe, free_port, last, read_summary, scalars, wait_for
 
 TINY = [
     "--task", "inverted_pendulum",
