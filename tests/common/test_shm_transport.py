@@ -154,8 +154,8 @@ def test_rollout_from_another_process(learner):
     """A real second process fills and commits a buffer; the learner reads its values."""
     code = (
         "import sys; from common.rollout_spec import RolloutSpec; from common.shm_transport import CollectorShm\n"
-        f"spec = RolloutSpec('t', 8, 5, 4, 6, 2)\n"
-        f"c = CollectorShm(sys.argv[1], 2, spec, buffers=1)\n"
+        "spec = RolloutSpec('t', 8, 5, 4, 6, 2)\n"
+        "c = CollectorShm(sys.argv[1], 2, spec, buffers=1)\n"
         "b = c.acquire(1)\n"
         "[a.fill(4.25) for a in b.arrays.values()]\n"
         "c.commit(b, 9, 3, {'episodes': 0})\n"
