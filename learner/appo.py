@@ -147,7 +147,7 @@ class APPO:
             src, dst = getattr(self.model, name), getattr(self.target, name)
             src_params = [src] if isinstance(src, nn.Parameter) else list(src.parameters())
             dst_params = [dst] if isinstance(dst, nn.Parameter) else list(dst.parameters())
-            for s, d in zip(src_params, dst_params):
+            for s, d in zip(src_params, dst_params, strict=True):
                 d.mul_(1 - tau).add_(s, alpha=tau)
 
     def set_learning_rate(self, lr: float) -> None:

@@ -49,6 +49,6 @@ class EpisodeStats:
             out["Episode/tracking_error_xy"] = sum(s["tracking_xy_rms"] * int(s["episodes"]) for s in tracked) / n
             out["Episode/tracking_error_yaw"] = sum(s["tracking_yaw_rms"] * int(s["episodes"]) for s in tracked) / n
         for term in self._recent[-1].get("terms", {}):
-            out[f"Episode/reward_{term}"] = wmean(lambda s: float(s.get("terms", {}).get(term, 0.0)))
+            out[f"Episode/reward_{term}"] = wmean(lambda s, t=term: float(s.get("terms", {}).get(t, 0.0)))
         self.last = out
         return out
