@@ -19,16 +19,16 @@ import torch
 from common.config import AppoConfig
 from common.logging import get_logger
 from common.policy import flat_weights
-from common.status_server import Heartbeat
 from common.rollout_spec import RolloutSpec
+from common.status_server import Heartbeat
 from common.task_spec import TaskSpec
 from learner.appo import APPO
 from learner.checkpoint import prune_checkpoints, save_checkpoint
-from learner.rng import rng_state, set_rng_state
 from learner.episode_stats import EpisodeStats
 from learner.metrics import Metrics
 from learner.receiver import Receiver
 from learner.ring import Ring
+from learner.rng import rng_state, set_rng_state
 from learner.staging import StagingPool
 
 log = get_logger("learner")

@@ -7,8 +7,7 @@ so a factory whose env disagrees with its declared spec fails before training.
 
 from __future__ import annotations
 
-from common.task_plugins import load_factory, parse_task
-from common.task_plugins import resolve_task_spec
+from common.task_plugins import load_factory, parse_task, resolve_task_spec
 from common.task_spec import TaskSpec, UnknownTaskError
 
 # What the collector and appo-eval call on an environment.
