@@ -134,3 +134,14 @@ def test_go2_smoke_run(tmp_path, shm_root):
     summary = read_summary(run)
     assert summary["completed_iterations"] == 3 and summary["total_env_steps"] >= 3 * 32 * 8
     assert (run / "model_3.pt").is_file()
+
+
+def test_two_local_collectors_both_feed_the_learner(tmp_path, shm_root):
+    """appo-train --collectors 2: rollouts from both shared-memory collectors are trained on."""
+    run = tmp_path / "run"
+    proc = subprocess.run([exe("appo-train"), "--task", "inverted_pendulum", "--collectors", "2", "--log-dir", str(run),
+                           *TINY, "algo.max_iterations=8", f"transport.shm_root={shm_root}"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    per_collector = read_summary(run)["rollouts_per_collector"]
+    assert set(per_collector) == {"local-0", "local-1"} and min(per_collector.values()) >= 1
