@@ -9,8 +9,9 @@ run on the first RK4 stage only).  A persistent batch keeps one mjData per
 simulation, so `mjb_apply(mj_rnePostConstraint)` on it gives exactly that value,
 still on the batch's native threads.
 
-ctypes releases the GIL for every foreign call, so the physics runs unblocked.
-The state rows (mjSTATE_INTEGRATION: qpos, qvel, ctrl, qacc_warmstart, ...) are
+ctypes releases the GIL for every foreign call, so the physics runs unblocked,
+and `step_async` runs it on a helper thread while the caller goes on with Python
+work (the collector's policy inference for another batch).  The state rows (mjSTATE_INTEGRATION: qpos, qvel, ctrl, qacc_warmstart, ...) are
 exposed as NumPy views: a write is the simulation's state at its next call.
 """
 
@@ -20,6 +21,7 @@ import ctypes as C
 import glob
 import os
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import mujoco
 import numpy as np
@@ -41,6 +43,7 @@ _SIGNATURES = {
     "mjb_makeBatch": (_VOIDP, [_VOIDP, C.c_int, C.POINTER(_Config), C.c_char_p, C.c_int]),
     "mjb_deleteBatch": (None, [_VOIDP]),
     "mjb_nstate": (C.c_int, [_VOIDP]),
+    "mjb_nthread": (C.c_int, [_VOIDP]),
     "mjb_state": (_VOIDP, [_VOIDP]),
     "mjb_stateComponent": (_VOIDP, [_VOIDP, C.c_int, _INTP]),
     "mjb_output": (_VOIDP, [_VOIDP, C.c_char_p, _INTP, _INTP]),
@@ -90,7 +93,8 @@ class NativeBatch:
     """nsim simulations of a copy of `model` on `nthread` threads (the caller's included).
 
     `state`, `component()` and `output()` are views of the batch's own memory:
-    they must not be used after `close()` or once the batch is garbage.
+    they must not be used after `close()` or once the batch is garbage, nor
+    between `step_async()` and `wait()`, while the physics writes them.
     """
 
     def __init__(self, model: mujoco.MjModel, nsim: int, nthread: int, persistent: bool):
@@ -106,10 +110,14 @@ class NativeBatch:
         # Frees the batch (and joins its threads) when this object goes away unclosed.
         self._free = weakref.finalize(self, _LIB.mjb_deleteBatch, self._b)
         self.nstate = _LIB.mjb_nstate(self._b)
+        self.nthread = _LIB.mjb_nthread(self._b)
         self._state_addr = _LIB.mjb_state(self._b)
         self.state = np.ctypeslib.as_array(C.cast(self._state_addr, C.POINTER(C.c_double)),
                                            shape=(nsim, self.nstate))
         self._status = np.ctypeslib.as_array(_LIB.mjb_status(self._b), shape=(nsim,))
+        # step_async's thread (made on first use): the "caller" of the batch's threads.
+        self._worker: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
 
     def component(self, bit: mujoco.mjtState) -> np.ndarray:
         """Live (nsim, size) view of one state component in the rows."""
@@ -141,26 +149,61 @@ class NativeBatch:
 
     def step(self, nstep: int, ids: np.ndarray | None = None, stage: int = STAGE_NONE) -> None:
         """nstep mj_steps, then the stages of mj_forward up to `stage` at the new state."""
+        self._check_idle()
+        self._step(nstep, ids, stage)
+
+    def step_async(self, nstep: int, stage: int = STAGE_NONE) -> None:
+        """Start `step(nstep, stage=stage)` of every simulation on a helper thread and return at once.
+
+        The GIL is released for the whole native call; `wait()` joins it (and raises its error).
+        """
+        self._check_idle()
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="mjbatch")
+        self._pending = self._worker.submit(self._step, nstep, None, stage)
+
+    def wait(self) -> None:
+        """Block until the step started by `step_async` is done (no-op when none is)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _step(self, nstep: int, ids: np.ndarray | None, stage: int) -> None:
         ptr, n = _ids_arg(ids)
         self._check(_LIB.mjb_step(self._b, ptr, n, nstep, stage))
 
     def forward(self, stage: int, ids: np.ndarray | None = None) -> None:
         """Compute stages up to `stage`; STAGE_NONE only refreshes the outputs (persistent batch)."""
+        self._check_idle()
         ptr, n = _ids_arg(ids)
         self._check(_LIB.mjb_forward(self._b, ptr, n, stage))
 
     def reset(self, ids: np.ndarray | None = None) -> None:
         """mj_resetData on the rows, with no forward pass (the caller writes the state next)."""
+        self._check_idle()
         ptr, n = _ids_arg(ids)
         self._check(_LIB.mjb_reset(self._b, ptr, n, None, STAGE_NONE))
 
     def apply(self, func: int) -> None:
         """Run a native `func(m, d, ...)` on every simulation's mjData, state unchanged."""
+        self._check_idle()
         self._check(_LIB.mjb_apply(self._b, None, 0, func, None, 0))
 
     def close(self) -> None:
+        if self._worker is not None:
+            try:
+                self.wait()  # the physics must not outlive the memory it writes
+            except RuntimeError:
+                pass
+            finally:
+                self._worker.shutdown()
+                self._worker = None
         self._free()
         self._b = None
+
+    def _check_idle(self) -> None:
+        if self._pending is not None:
+            raise RuntimeError("a step_async() is in flight: call wait() first")
 
     def _check(self, nfail: int) -> None:
         if nfail:
