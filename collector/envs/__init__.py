@@ -11,16 +11,22 @@ and names registered in the `appo.tasks` entry-point group (collector/envs/regis
 
 from __future__ import annotations
 
-from collector.envs.batched import BatchedEnv, StepResult
+from collector.envs.batched import BatchedEnv, EnvGroups, StepResult
 from collector.envs.go2.task import Go2JoystickFlat
 from collector.envs.gym_tasks import TASKS as GYM_TASKS
 from collector.envs.registry import make_plugin_env
 from common.task_plugins import entry_point_tasks
 from common.task_spec import TASK_SPECS, UnknownTaskError
 
-__all__ = ["BatchedEnv", "StepResult", "available_tasks", "make_env"]
+__all__ = ["BatchedEnv", "EnvGroups", "StepResult", "available_tasks", "make_collector_env", "make_env"]
 
 TASKS: dict[str, type[BatchedEnv]] = {**GYM_TASKS, Go2JoystickFlat.task: Go2JoystickFlat}
+
+# The collector splits a built-in task's batch in two groups (EnvGroups) from this many envs on:
+# below it a step is so short that the thread hand-offs of the overlap cost more than they save.
+# The split depends on num_envs alone, never on the cores, so a seed gives the same data everywhere.
+COLLECTOR_SPLIT_MIN_ENVS = 256
+COLLECTOR_GROUPS = 2
 
 
 def available_tasks() -> list[str]:
@@ -40,3 +46,15 @@ def make_env(task: str, num_envs: int, num_threads: int, seed: int,
     if task in TASK_SPECS:
         raise UnknownTaskError(f"task {task!r} has no environment; available: {', '.join(available_tasks())}")
     return make_plugin_env(task, num_envs, num_threads, seed, max_episode_steps=max_episode_steps)
+
+
+def make_collector_env(task: str, num_envs: int, num_threads: int, seed: int,
+                       max_episode_steps: int | None = None) -> BatchedEnv | EnvGroups:
+    """The collector's env: a built-in task from COLLECTOR_SPLIT_MIN_ENVS envs on is an EnvGroups of two
+    halves (their physics overlaps the collector's inference), sharing `num_threads`; otherwise `make_env`'s."""
+    if task in TASKS and num_envs >= COLLECTOR_SPLIT_MIN_ENVS:
+        def factory(n: int, threads: int, seed: int) -> BatchedEnv:
+            return TASKS[task](n, threads, seed, max_episode_steps=max_episode_steps)
+
+        return EnvGroups.build(factory, num_envs, COLLECTOR_GROUPS, num_threads, seed)
+    return make_env(task, num_envs, num_threads, seed, max_episode_steps)

@@ -112,27 +112,24 @@ class BatchedEnv(ABC):
 
         Returns the env's one StepResult, refilled in place by every call.
         """
-        r = self._result
-        self._check_open()
-        if np.shape(actions) != (self.num_envs, self.spec.act_dim):
-            raise ValueError(f"actions must be [{self.num_envs}, {self.spec.act_dim}], got {np.shape(actions)}")
-        self._apply_actions(actions)
-        self._before_physics()
+        self._begin_step(actions)
         self._sim.step(self.frame_skip, stage=self.step_stage)
-        self._after_physics()
-        self._compute_terms(self._terms64, r.terminated)
-        self._sum_terms()
-        self._fill_obs(r.obs, slice(None))
-        self._fill_critic(r.critic, slice(None))
-        self._steps += 1
-        np.greater_equal(self._steps, self.max_episode_steps, out=r.truncated)
-        r.truncated &= ~r.terminated
-        np.copyto(r.final_obs, r.obs)
-        np.copyto(r.final_critic, r.critic)
-        np.logical_or(r.terminated, r.truncated, out=self._done)
-        if self._done.any():
-            self._reset_rows(np.flatnonzero(self._done).astype(np.int32))
-        return r
+        return self._finish_step()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Start `step(actions)`: the physics runs on the batch's threads, GIL released, until `step_wait()`.
+
+        `actions` is consumed before this returns.  Nothing else may be called on
+        the env in between; the last StepResult stays readable until then.
+        """
+        self._begin_step(actions)
+        self._sim.step_async(self.frame_skip, stage=self.step_stage)
+
+    def step_wait(self) -> StepResult:
+        """Finish the step `step_async` started; returns what `step` would have."""
+        self._check_open()
+        self._sim.wait()
+        return self._finish_step()
 
     def set_state(self, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """Start every env from the given physics state [N, nq], [N, nv] (a fresh episode).
@@ -199,6 +196,30 @@ class BatchedEnv(ABC):
 
     # --------------------------------------------------------------- helpers
 
+    def _begin_step(self, actions: np.ndarray) -> None:
+        self._check_open()
+        if np.shape(actions) != (self.num_envs, self.spec.act_dim):
+            raise ValueError(f"actions must be [{self.num_envs}, {self.spec.act_dim}], got {np.shape(actions)}")
+        self._apply_actions(actions)
+        self._before_physics()
+
+    def _finish_step(self) -> StepResult:
+        r = self._result
+        self._after_physics()
+        self._compute_terms(self._terms64, r.terminated)
+        self._sum_terms()
+        self._fill_obs(r.obs, slice(None))
+        self._fill_critic(r.critic, slice(None))
+        self._steps += 1
+        np.greater_equal(self._steps, self.max_episode_steps, out=r.truncated)
+        r.truncated &= ~r.terminated
+        np.copyto(r.final_obs, r.obs)
+        np.copyto(r.final_critic, r.critic)
+        np.logical_or(r.terminated, r.truncated, out=self._done)
+        if self._done.any():
+            self._reset_rows(np.flatnonzero(self._done).astype(np.int32))
+        return r
+
     def _reset_rows(self, ids: np.ndarray | None) -> None:
         n = self.num_envs if ids is None else len(ids)
         qpos, qvel = self._sample_reset(n)
@@ -232,3 +253,124 @@ class BatchedEnv(ABC):
         m, spec = self.model, self.spec
         if m.nu != spec.act_dim or not np.isclose(self.dt, spec.control_dt):
             raise RuntimeError(f"{self.task}: model (nu={m.nu}, dt={self.dt}) disagrees with {spec}")
+
+
+def split_rows(num_envs: int, groups: int) -> list[slice]:
+    """`groups` contiguous row ranges covering rows 0..num_envs-1 once each, sizes differing by at most one."""
+    if not 1 <= groups <= num_envs:
+        raise ValueError(f"cannot split {num_envs} envs into {groups} non-empty groups")
+    bounds = [num_envs * g // groups for g in range(groups + 1)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+class EnvGroups:
+    """N environments of one task as separate batches over contiguous row ranges, each stepped on its own.
+
+    Why: the collector double-buffers its rollout loop over the groups.  While one
+    group's physics runs on MuJoCo's native threads (`step_async`, GIL released),
+    the main thread finishes the other group's step (NumPy) and runs its policy
+    inference, so the cores step physics instead of idling during inference.
+
+    Row r of the whole is row r - rows[g].start of `envs[g]`.  The groups are
+    independent envs: each draws its resets from its own generator, spawned from `rng`.
+    `step()` advances all groups (concurrently) for callers that want one StepResult.
+
+    `overlap` says whether the groups' physics may run concurrently with each other
+    and the caller: False when they share fewer threads than there are groups.
+    """
+
+    def __init__(self, envs: list[BatchedEnv], seed, overlap: bool = True):
+        if not envs:
+            raise ValueError("EnvGroups needs at least one env")
+        self.envs = envs
+        self.spec: TaskSpec = envs[0].spec
+        if any(e.spec != self.spec for e in envs):
+            raise ValueError("all groups must run the same task")
+        self.num_envs = sum(e.num_envs for e in envs)
+        self.rows = split_rows(self.num_envs, len(envs))
+        if [r.stop - r.start for r in self.rows] != [e.num_envs for e in envs]:
+            raise ValueError(f"group sizes {[e.num_envs for e in envs]} are not an even split of {self.num_envs}")
+        self.max_episode_steps = envs[0].max_episode_steps
+        self.overlap = overlap
+        self.rng = np.random.default_rng(seed)
+        n, spec = self.num_envs, self.spec
+        self._result = StepResult(
+            obs=np.zeros((n, spec.obs_dim), np.float32),
+            critic=np.zeros((n, spec.critic_dim), np.float32),
+            rewards=np.zeros(n, np.float32),
+            terminated=np.zeros(n, bool),
+            truncated=np.zeros(n, bool),
+            final_obs=np.zeros((n, spec.obs_dim), np.float32),
+            final_critic=np.zeros((n, spec.critic_dim), np.float32),
+            terms={name: np.zeros(n, np.float32) for name in spec.reward_terms},
+        )
+
+    @classmethod
+    def build(cls, factory, num_envs: int, groups: int, num_threads: int, seed) -> EnvGroups:
+        """`groups` envs `factory(n, threads, seed)` splitting num_envs rows and num_threads threads between them.
+
+        The groups step concurrently, so each gets num_threads // groups physics threads; with fewer
+        threads than groups each gets one and `overlap` is off (they step one at a time, same data).
+        """
+        threads = max(1, num_threads // groups)
+        envs: list[BatchedEnv] = []
+        try:
+            for rows in split_rows(num_envs, groups):
+                envs.append(factory(rows.stop - rows.start, threads, seed))
+        except BaseException:
+            for env in envs:
+                env.close()
+            raise
+        return cls(envs, seed, overlap=num_threads >= groups)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self._rng
+
+    @rng.setter
+    def rng(self, rng: np.random.Generator) -> None:
+        """Reseed every group: group g draws from the g-th generator spawned from `rng`."""
+        self._rng = rng
+        for env, child in zip(self.envs, rng.spawn(len(self.envs)), strict=True):
+            env.rng = child
+
+    def reset(self) -> tuple[np.ndarray, np.ndarray]:
+        """Start a new episode in every env of every group; returns copies of (obs, critic)."""
+        r = self._result
+        for rows, env in zip(self.rows, self.envs, strict=True):
+            r.obs[rows], r.critic[rows] = env.reset()
+        return self.observe()
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the current (obs, critic) of every env."""
+        r = self._result
+        for rows, env in zip(self.rows, self.envs, strict=True):
+            r.obs[rows], r.critic[rows] = env.observe()
+        return r.obs.copy(), r.critic.copy()
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Advance every group by one control step (their physics concurrently); one StepResult, reused."""
+        if np.shape(actions) != (self.num_envs, self.spec.act_dim):
+            raise ValueError(f"actions must be [{self.num_envs}, {self.spec.act_dim}], got {np.shape(actions)}")
+        if self.overlap:
+            for rows, env in zip(self.rows, self.envs, strict=True):
+                env.step_async(actions[rows])
+        r = self._result
+        for rows, env in zip(self.rows, self.envs, strict=True):
+            g = env.step_wait() if self.overlap else env.step(actions[rows])
+            for name in ("obs", "critic", "rewards", "terminated", "truncated", "final_obs", "final_critic"):
+                getattr(r, name)[rows] = getattr(g, name)
+            for name, value in g.terms.items():
+                r.terms[name][rows] = value
+        return r
+
+    def close(self) -> None:
+        """Close every group."""
+        for env in self.envs:
+            env.close()
+
+    def __enter__(self) -> EnvGroups:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
