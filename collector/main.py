@@ -73,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     threads = cfg.training.collector_threads or split_cores(usable_cores(), 1)[1]
-    torch.set_num_threads(1)  # inference batches are small; MuJoCo threads get the cores
+    # Inference runs on this thread, mostly while the physics of the other env group runs on
+    # the MuJoCo threads (make_collector_env shares `threads` between the groups): one torch thread.
+    torch.set_num_threads(1)
 
-    from collector.envs import make_env  # MuJoCo import after argument errors are reported
+    from collector.envs import make_collector_env  # MuJoCo import after argument errors are reported
     from collector.rollout import Collector
     from collector.status import start_collector_status
 
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot connect: {exc}", file=sys.stderr)
         return 2
     seed = cfg.algo.seed + 1000 * (args.collector_id + 1)
-    env = make_env(cfg.task, cfg.algo.num_envs, threads, seed)
+    env = make_collector_env(cfg.task, cfg.algo.num_envs, threads, seed)
     torch.manual_seed(seed)
     log.info("collector started", task=cfg.task, num_envs=cfg.algo.num_envs, threads=threads, id=args.collector_id)
     collector = Collector(cfg, env, channel, stop, seed)

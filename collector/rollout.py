@@ -12,6 +12,7 @@ import time
 import numpy as np
 import torch
 
+from collector.envs.batched import EnvGroups
 from common.config import AppoConfig
 from common.logging import get_logger
 from common.policy import ActorCritic, load_flat_weights
@@ -42,30 +43,34 @@ class EpisodeTracker:
         self.done_tracking: list[np.ndarray] = []  # [2, k] per-episode RMS errors (xy, yaw)
 
     def step(self, rewards: np.ndarray, terms: dict[str, np.ndarray], done: np.ndarray, truncated: np.ndarray,
-             tracking_sq: np.ndarray | None = None) -> None:
-        """tracking_sq: [2, N] squared xy / yaw-rate command errors of the state reached (ignored where done:
+             tracking_sq: np.ndarray | None = None, rows: slice = slice(None)) -> None:
+        """One step of the envs `rows` (a slice: the arrays below are theirs).
+
+        tracking_sq: [2, n] squared xy / yaw-rate command errors of the state reached (ignored where done:
         that state is already the next episode's)."""
-        self.ret += rewards
-        self.length += 1
+        ret, length, term_sums = self.ret[rows], self.length[rows], self.term_sums[:, rows]  # views
+        ret += rewards
+        length += 1
         for i, name in enumerate(self.terms):
-            self.term_sums[i] += terms[name]
+            term_sums[i] += terms[name]
+        track_sq, track_n = self.track_sq[:, rows], self.track_n[rows]
         if tracking_sq is not None:
             live = ~done
-            self.track_sq[:, live] += tracking_sq[:, live]
-            self.track_n[live] += 1
+            track_sq[:, live] += tracking_sq[:, live]
+            track_n[live] += 1
         if done.any():
             idx = np.flatnonzero(done)
-            self.done_returns.append(self.ret[idx].copy())
-            self.done_lengths.append(self.length[idx].copy())
-            self.done_timeouts.append(truncated[idx].copy())
-            self.done_terms.append(self.term_sums[:, idx].copy())
+            self.done_returns.append(ret[idx])
+            self.done_lengths.append(length[idx])
+            self.done_timeouts.append(truncated[idx])
+            self.done_terms.append(term_sums[:, idx])
             if tracking_sq is not None:
-                self.done_tracking.append(np.sqrt(self.track_sq[:, idx] / np.maximum(self.track_n[idx], 1)))
-                self.track_sq[:, idx] = 0
-                self.track_n[idx] = 0
-            self.ret[idx] = 0
-            self.length[idx] = 0
-            self.term_sums[:, idx] = 0
+                self.done_tracking.append(np.sqrt(track_sq[:, idx] / np.maximum(track_n[idx], 1)))
+                track_sq[:, idx] = 0
+                track_n[idx] = 0
+            ret[idx] = 0
+            length[idx] = 0
+            term_sums[:, idx] = 0
 
     def summary(self) -> dict:
         """Statistics of the episodes finished since the last call (msgpack-friendly)."""
@@ -90,9 +95,14 @@ class EpisodeTracker:
 
 
 class Collector:
-    def __init__(self, cfg: AppoConfig, env, channel, stop_event: threading.Event, seed: int = 0):
+    def __init__(self, cfg: AppoConfig, env, channel, stop_event: threading.Event, seed: int = 0,
+                 overlap: bool = True):
+        """overlap: step an EnvGroups env double-buffered (see fill_rollout); False steps one group at a time."""
         self.cfg = cfg
         self.env = env
+        self.groups = env_groups(env, overlap)
+        self._done = np.zeros(env.num_envs, bool)
+        self._infer_s = self._step_s = 0.0
         self.channel = channel
         self.stop_event = stop_event
         self.spec = RolloutSpec.for_task(env.spec, env.num_envs, cfg.algo.steps_per_env)
@@ -155,15 +165,6 @@ class Collector:
             self.seq += 1
         return self.seq
 
-    def _tracking_sq(self) -> np.ndarray | None:
-        """Squared command-tracking errors [2, N] for tasks with velocity commands (appo-eval's hook)."""
-        hook = getattr(self.env, "velocity_tracking", None)
-        if hook is None:
-            return None
-        commanded, measured = hook()
-        err = commanded - measured
-        return np.stack([err[:, 0] ** 2 + err[:, 1] ** 2, err[:, 2] ** 2])
-
     def _wait_for_newer(self, version: int) -> bool:
         """Lock-step: block until the learner published a policy newer than `version`."""
         while self.version <= version:
@@ -184,35 +185,107 @@ class Collector:
 
     @torch.no_grad()
     def fill_rollout(self, out: dict[str, np.ndarray], obs: np.ndarray, critic: np.ndarray):
-        """Step T times from (obs, critic), writing every rollout field into `out`."""
-        infer_s = step_s = 0.0
+        """Step T times from (obs, critic), writing every rollout field into `out`.
+
+        Over EnvGroups the loop is double-buffered: a group's next physics step
+        starts as soon as its actions are known, and while it runs on MuJoCo's
+        threads the main thread finishes the other group's step and runs its
+        inference.  Each group's data is the same as with `overlap=False`, where
+        every step is finished before the next group is looked at.
+        """
+        self._infer_s = self._step_s = 0.0
+        groups = self.groups
+        for g in groups:
+            self._act(g, out, 0, obs[g.rows], critic[g.rows])
         for t in range(self.spec.steps):
             self.heartbeat.beat()
-            t0 = time.perf_counter()
-            actions, log_probs = self.policy.act(torch.from_numpy(obs).to(self.device))
-            actions_np = actions.cpu().numpy()
-            out["obs"][:, t] = obs
-            out["critic"][:, t] = critic
-            out["actions"][:, t] = actions_np
-            out["log_probs"][:, t] = log_probs.cpu().numpy()
-            t1 = time.perf_counter()
-            res = self.env.step(actions_np)
-            t2 = time.perf_counter()
-            rewards = out["rewards"][:, t]
-            rewards[:] = res.rewards
-            if res.truncated.any():
-                # Time-limit ends are not failures: bootstrap with the value of the final state.
-                idx = np.flatnonzero(res.truncated)
-                final_v = self.policy.value(torch.from_numpy(res.final_critic[idx]).to(self.device)).cpu().numpy()
-                rewards[idx] += self.gamma * final_v
-            done = res.terminated | res.truncated
-            out["dones"][:, t] = done
-            out["truncated"][:, t] = res.truncated
-            self.episodes.step(res.rewards, res.terms, done, res.truncated, self._tracking_sq())
-            obs, critic = res.obs, res.critic
-            infer_s += t1 - t0 + (time.perf_counter() - t2)
-            step_s += t2 - t1
-        out["last_obs"][:] = obs
-        out["last_critic"][:] = critic
-        # The env may reuse its output arrays on the next step: keep our own copies.
-        return obs.copy(), critic.copy(), {"infer_ms": infer_s * 1e3, "step_ms": step_s * 1e3}
+            for g in groups:
+                res = self._finish(g, out, t)
+                if t + 1 < self.spec.steps:
+                    self._act(g, out, t + 1, res.obs, res.critic)
+                else:
+                    out["last_obs"][g.rows] = res.obs
+                    out["last_critic"][g.rows] = res.critic
+        # The env reuses its output arrays on the next step: hand back our own copies.
+        perf = {"infer_ms": self._infer_s * 1e3, "step_ms": self._step_s * 1e3}
+        return out["last_obs"].copy(), out["last_critic"].copy(), perf
+
+    def _act(self, g: EnvGroup, out: dict[str, np.ndarray], t: int, obs: np.ndarray, critic: np.ndarray) -> None:
+        """Record group g's (obs, critic) at step t, sample its actions, and start its physics step."""
+        t0 = time.perf_counter()
+        actions, log_probs = self.policy.act(torch.from_numpy(obs).to(self.device))
+        actions_np = actions.cpu().numpy()
+        out["obs"][g.rows, t] = obs
+        out["critic"][g.rows, t] = critic
+        out["actions"][g.rows, t] = actions_np
+        out["log_probs"][g.rows, t] = log_probs.cpu().numpy()
+        t1 = time.perf_counter()
+        g.start(actions_np)
+        self._infer_s += t1 - t0
+        self._step_s += time.perf_counter() - t1
+
+    def _finish(self, g: EnvGroup, out: dict[str, np.ndarray], t: int):
+        """Wait for group g's step t; record its rewards (timeouts bootstrapped), dones and episode stats."""
+        t0 = time.perf_counter()
+        res = g.finish()
+        t1 = time.perf_counter()
+        rewards = out["rewards"][g.rows, t]
+        rewards[:] = res.rewards
+        if res.truncated.any():
+            # Time-limit ends are not failures: bootstrap with the value of the final state.
+            idx = np.flatnonzero(res.truncated)
+            final_v = self.policy.value(torch.from_numpy(res.final_critic[idx]).to(self.device)).cpu().numpy()
+            rewards[idx] += self.gamma * final_v
+        done = np.logical_or(res.terminated, res.truncated, out=self._done[g.rows])
+        out["dones"][g.rows, t] = done
+        out["truncated"][g.rows, t] = res.truncated
+        self.episodes.step(res.rewards, res.terms, done, res.truncated, _tracking_sq(g.env), rows=g.rows)
+        self._step_s += t1 - t0
+        self._infer_s += time.perf_counter() - t1
+        return res
+
+
+class EnvGroup:
+    """One group of the rollout loop: an env, its rows of the rollout, and a step that can run in the background.
+
+    `start(actions)` then `finish()` is one env step: with `overlap` and an env that
+    has `step_async` (BatchedEnv), the physics runs between the two calls;
+    otherwise `start` steps synchronously and `finish` hands back the result.
+    """
+
+    def __init__(self, env, rows: slice, overlap: bool):
+        self.env = env
+        self.rows = rows
+        self.overlap = overlap and hasattr(env, "step_async")
+        self._result = None
+
+    def start(self, actions: np.ndarray) -> None:
+        if self.overlap:
+            self.env.step_async(actions)
+        else:
+            self._result = self.env.step(actions)
+
+    def finish(self):
+        if self.overlap:
+            return self.env.step_wait()
+        res, self._result = self._result, None
+        return res
+
+
+def env_groups(env, overlap: bool) -> list[EnvGroup]:
+    """The groups of an EnvGroups (stepped in the background when `overlap` and the env's thread budget
+    allow it); any other env is one group."""
+    if isinstance(env, EnvGroups):
+        overlap = overlap and env.overlap
+        return [EnvGroup(e, rows, overlap) for e, rows in zip(env.envs, env.rows, strict=True)]
+    return [EnvGroup(env, slice(None), overlap=False)]
+
+
+def _tracking_sq(env) -> np.ndarray | None:
+    """Squared command-tracking errors [2, n] for tasks with velocity commands (appo-eval's hook)."""
+    hook = getattr(env, "velocity_tracking", None)
+    if hook is None:
+        return None
+    commanded, measured = hook()
+    err = commanded - measured
+    return np.stack([err[:, 0] ** 2 + err[:, 1] ** 2, err[:, 2] ** 2])
