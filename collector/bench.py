@@ -2,8 +2,12 @@
 
     python -m collector.bench --task half_cheetah --num-envs 512
 
-ceiling:   env.step with random actions (threaded physics + vectorised obs/reward), no policy
-collector: the real rollout loop (policy inference, recording, timeout bootstrap), no learner
+ceiling:   env.step of one batch of N envs with random actions (threaded physics + vectorised
+           obs/reward), no policy
+collector: the real rollout loop on the collector's env (make_collector_env: two double-buffered
+           groups from 256 envs on) with policy inference, recording and timeout bootstrap, no learner
+
+`run(...)` returns the figures as a dict (the --json file's content).
 """
 
 from __future__ import annotations
@@ -32,14 +36,62 @@ def measure_ceiling(env, seconds: float, rng: np.random.Generator) -> float:
     return steps * env.num_envs / (time.perf_counter() - start)
 
 
-def measure_collector(collector, seconds: float) -> float:
+def measure_collector(collector, seconds: float) -> tuple[float, dict]:
+    """(env-steps/s, main-thread ms per control step in inference+recording and in the env)."""
     out = allocate(collector.spec)
     obs, critic = collector.env.reset()
-    rollouts, start = 0, time.perf_counter()
+    rollouts, infer_ms, step_ms, start = 0, 0.0, 0.0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        obs, critic, _ = collector.fill_rollout(out, obs, critic)
+        obs, critic, perf = collector.fill_rollout(out, obs, critic)
+        infer_ms += perf["infer_ms"]
+        step_ms += perf["step_ms"]
         rollouts += 1
-    return rollouts * collector.spec.env_steps / (time.perf_counter() - start)
+    rate = rollouts * collector.spec.env_steps / (time.perf_counter() - start)
+    steps = rollouts * collector.spec.steps
+    return rate, {"infer_ms": infer_ms / steps, "step_ms": step_ms / steps}
+
+
+def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 2) -> dict:
+    """Interleaved ceiling/collector rounds in this process; the figures as a JSON-ready dict."""
+    from collector.envs import make_collector_env, make_env
+    from collector.rollout import Collector
+
+    cfg = load_config(extra={"task": task, "algo": {"num_envs": num_envs}})
+    threads = threads or split_cores(usable_cores(), 1, learner_threads=1)[1] + 1
+    torch.set_num_threads(1)  # as appo-collector: inference on the main thread, MuJoCo threads get the cores
+    env = make_env(task, num_envs, threads, seed=0)
+    collector_env = make_collector_env(task, num_envs, threads, seed=0)
+    collector = Collector(cfg, collector_env, channel=None, stop_event=threading.Event())
+    rng = np.random.default_rng(0)
+    ceiling, ours, phases = [], [], []
+    try:
+        # Interleaved rounds so both see the same machine load.
+        for _ in range(rounds):
+            ceiling.append(measure_ceiling(env, seconds, rng))
+            rate, phase = measure_collector(collector, seconds)
+            ours.append(rate)
+            phases.append(phase)
+    finally:
+        env.close()
+        collector_env.close()
+    return {
+        "task": task,
+        "num_envs": num_envs,
+        "mujoco_threads": threads,
+        "collector_groups": len(collector.groups),
+        "steps_per_env": cfg.algo.steps_per_env,
+        "physics_ceiling_steps_per_s": float(np.median(ceiling)),
+        "collector_steps_per_s": float(np.median(ours)),
+        "ratio": float(np.median(ours) / np.median(ceiling)),
+        # Per control step of all N envs, main thread: policy inference + recording, and stepping
+        # the env (with two groups: waiting for the physics and the NumPy work of each step).
+        "collector_infer_ms_per_step": float(np.median([p["infer_ms"] for p in phases])),
+        "collector_env_ms_per_step": float(np.median([p["step_ms"] for p in phases])),
+        "ceiling_ms_per_step": float(num_envs / np.median(ceiling) * 1e3),
+        "rounds": {"physics_ceiling_steps_per_s": ceiling, "collector_steps_per_s": ours},
+        "machine": f"{platform.machine()}, {usable_cores()} cores, {platform.processor() or platform.platform()}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,35 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_intermixed_args(argv)
 
-    from collector.envs import make_env
-    from collector.rollout import Collector
-
-    cfg = load_config(extra={"task": args.task, "algo": {"num_envs": args.num_envs}})
-    threads = args.threads or split_cores(usable_cores(), 1, learner_threads=1)[1] + 1
-    torch.set_num_threads(1)
-    env = make_env(args.task, args.num_envs, threads, seed=0)
-    collector = Collector(cfg, env, channel=None, stop_event=threading.Event())
-    rng = np.random.default_rng(0)
-    ceiling, ours = [], []
-    # Interleaved rounds so both see the same machine load.
-    for _ in range(args.rounds):
-        ceiling.append(measure_ceiling(env, args.seconds, rng))
-        ours.append(measure_collector(collector, args.seconds))
-    env.close()
-    result = {
-        "task": args.task,
-        "num_envs": args.num_envs,
-        "mujoco_threads": threads,
-        "steps_per_env": cfg.algo.steps_per_env,
-        "physics_ceiling_steps_per_s": float(np.median(ceiling)),
-        "collector_steps_per_s": float(np.median(ours)),
-        "ratio": float(np.median(ours) / np.median(ceiling)),
-        "machine": f"{platform.machine()}, {usable_cores()} cores, {platform.processor() or platform.platform()}",
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    print(f"task {args.task}  envs {args.num_envs}  mujoco threads {threads}")
+    result = run(args.task, args.num_envs, args.threads, args.seconds, args.rounds)
+    print(f"task {args.task}  envs {args.num_envs}  mujoco threads {result['mujoco_threads']}  "
+          f"collector groups {result['collector_groups']}")
     print(f"physics ceiling : {result['physics_ceiling_steps_per_s']:12,.0f} env-steps/s")
-    print(f"collector       : {result['collector_steps_per_s']:12,.0f} env-steps/s")
+    print(f"collector       : {result['collector_steps_per_s']:12,.0f} env-steps/s  "
+          f"(main thread per step: inference {result['collector_infer_ms_per_step']:.1f} ms, "
+          f"env {result['collector_env_ms_per_step']:.1f} ms)")
     print(f"ratio           : {result['ratio']:12.3f}")
     if args.json:
         with open(args.json, "w") as f:
