@@ -315,3 +315,120 @@ def test_episode_tracker_reports_rms_tracking_error():
     # env 0: sqrt((1+9)/2) = sqrt(5); env 1: sqrt(4) = 2  -> mean xy; yaw: sqrt(0.25)=0.5 and 0
     assert s["tracking_xy_rms"] == pytest.approx((np.sqrt(5.0) + 2.0) / 2)
     assert s["tracking_yaw_rms"] == pytest.approx(0.25)
+
+
+# ------------------------------------------------- async step and env groups
+
+
+@pytest.mark.parametrize("n,groups", [(1, 1), (7, 2), (8, 2), (2048, 2), (10, 3), (5, 5)])
+def test_split_rows_covers_every_env_exactly_once(n, groups):
+    """The group row ranges are contiguous, cover 0..n-1 exactly once, and differ in size by at most one."""
+    from collector.envs.batched import split_rows
+
+    rows = split_rows(n, groups)
+    assert len(rows) == groups
+    assert np.array_equal(np.concatenate([np.arange(n)[r] for r in rows]), np.arange(n))
+    sizes = [r.stop - r.start for r in rows]
+    assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+
+
+def test_split_rows_refuses_empty_groups():
+    """More groups than envs, or none, is an error rather than an empty group."""
+    from collector.envs.batched import split_rows
+
+    for n, groups in [(3, 4), (3, 0)]:
+        with pytest.raises(ValueError):
+            split_rows(n, groups)
+
+
+def _trajectory(env, steps: int, act_dim: int, asynchronous: bool) -> list[np.ndarray]:
+    rng = np.random.default_rng(1)
+    out = [env.reset()[0]]
+    for _ in range(steps):
+        actions = rng.uniform(-1, 1, (env.num_envs, act_dim)).astype(np.float32)
+        if asynchronous:
+            env.step_async(actions)
+            actions[:] = np.nan  # consumed by step_async: overwriting it changes nothing
+            res = env.step_wait()
+        else:
+            res = env.step(actions)
+        out += [res.obs.copy(), res.critic.copy(), res.rewards.copy(), res.terminated.copy(),
+                res.truncated.copy(), res.final_critic.copy()]
+    return out
+
+
+@pytest.mark.parametrize("task", ["hopper", "ant", "go2_joystick_flat"])
+def test_step_async_then_wait_equals_step(task):
+    """step_async + step_wait gives bit-identical results to step (resets, persistent data, sensors included)."""
+    envs = [make_env(task, 8, 2, seed=4, max_episode_steps=6) for _ in range(2)]
+    act_dim = envs[0].spec.act_dim
+    a = _trajectory(envs[0], 20, act_dim, asynchronous=False)
+    b = _trajectory(envs[1], 20, act_dim, asynchronous=True)
+    for env in envs:
+        env.close()
+    assert sum(x.sum() for x in a[5::6]) > 0  # truncation resets happened
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_step_in_flight_blocks_other_calls_and_close_waits():
+    """While a step_async runs, a second step or reset raises; step_wait clears it; close() joins the physics."""
+    env = make_env("half_cheetah", 4, 1, seed=0)
+    env.reset()
+    actions = np.zeros((4, 6), np.float32)
+    env.step_async(actions)
+    with pytest.raises(RuntimeError, match="in flight"):
+        env.step(actions)
+    with pytest.raises(RuntimeError, match="in flight"):
+        env.reset()
+    env.step_wait()
+    env.step(actions)
+    env.step_async(actions)
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.step_wait()
+
+
+def test_env_groups_step_equals_each_group_stepped_alone():
+    """An EnvGroups' rows are its groups' envs, each seeded from the spawned generators, stepped with their rows."""
+    from collector.envs import EnvGroups
+    from collector.envs.gym_tasks import Hopper
+
+    n, seed = 9, 5
+    groups = EnvGroups.build(lambda k, t, s: Hopper(k, t, s, max_episode_steps=7), n, 2, 2, seed)
+    assert [g.num_envs for g in groups.envs] == [4, 5] and groups.num_envs == n
+    alone = [Hopper(k, 1, 0, max_episode_steps=7) for k in (4, 5)]
+    for env, rng in zip(alone, np.random.default_rng(seed).spawn(2), strict=True):
+        env.rng = rng
+    obs, _ = groups.reset()
+    np.testing.assert_array_equal(obs, np.concatenate([env.reset()[0] for env in alone]))
+    rng = np.random.default_rng(0)
+    dones = 0
+    for _ in range(25):
+        actions = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+        res = groups.step(actions)
+        ref = [env.step(actions[rows]) for env, rows in zip(alone, groups.rows, strict=True)]
+        for name in ("obs", "critic", "rewards", "terminated", "truncated", "final_obs", "final_critic"):
+            np.testing.assert_array_equal(getattr(res, name), np.concatenate([getattr(r, name) for r in ref]))
+        for name in res.terms:
+            np.testing.assert_array_equal(res.terms[name], np.concatenate([r.terms[name] for r in ref]))
+        dones += int((res.terminated | res.truncated).sum())
+    assert dones > 0
+    groups.close()
+    for env in alone:
+        env.close()
+
+
+def test_make_collector_env_splits_large_batches_only():
+    """From COLLECTOR_SPLIT_MIN_ENVS envs on the batch is two halves sharing the threads (overlap needs one each)."""
+    from collector.envs import COLLECTOR_SPLIT_MIN_ENVS, BatchedEnv, EnvGroups, make_collector_env
+
+    n = COLLECTOR_SPLIT_MIN_ENVS
+    for threads, per_group, overlap in [(1, 1, False), (2, 1, True), (5, 2, True)]:
+        with make_collector_env("half_cheetah", n, threads, seed=0) as env:
+            assert isinstance(env, EnvGroups)
+            assert [e.num_envs for e in env.envs] == [n // 2, n // 2]
+            assert [e._sim.nthread for e in env.envs] == [per_group] * 2
+            assert env.overlap is overlap
+    with make_collector_env("half_cheetah", n - 1, 2, seed=0) as env:
+        assert isinstance(env, BatchedEnv)
