@@ -95,13 +95,21 @@ class AlgoConfig(_Section):
 class TrainingConfig(_Section):
     device: str = Field("auto", description="Learner device: auto (cuda, else mps, else cpu), cpu, cuda, cuda:N, mps.")
     collector_device: str = Field("cpu", description="Device for policy inference in collectors.")
-    replay_queue_size: int = Field(3, ge=1, description="Staging pool capacity in rollouts (oldest overwritten).")
+    replay_queue_size: int = Field(3, ge=1, description="Staging pool capacity in rollouts; each update trains on all of them.")
+    staging_overflow: Literal["wait", "overwrite"] = Field(
+        "wait",
+        description="More rollouts ready than the pool holds: wait (leave them in the ring, holding collectors "
+        "back; every simulated step is trained on) or overwrite (stage them all, pushing out rollouts never "
+        "trained on: fresher data, wasted samples, counted in Learner/overwritten_unused).",
+    )
     ring_slots: int = Field(4, ge=2, description="Slots of the learner's pinned-memory ring.")
     log_dir: str = Field("logs/appo", description="Runs go to <log_dir>/<task>/<run_name>/.")
     run_name: str = Field("", description="Run directory name; empty means a timestamp.")
     collector_wait_warn_s: float = Field(10.0, gt=0, description="Warn each time the learner waits this long for data.")
     collector_gone_timeout_s: float = Field(120.0, gt=0, description="Stop with an error if no collector for this long.")
     learner_threads: int = Field(0, ge=0, description="torch intra-op threads in the learner; 0 = automatic split.")
+    compile: bool = Field(False, description="torch.compile the learner's minibatch forward and loss (compiles on "
+                          "the first update; measure with python -m learner.bench_update --compile).")
     collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
     console: bool = Field(True, description="Print the live console line each iteration.")
     max_policy_lag: int = Field(20, ge=0, description="Refuse rollouts whose policy is more versions behind than this.")

@@ -157,7 +157,7 @@ class Learner:
         gone_since = None
         warn = self.cfg.training.collector_wait_warn_s
         while not self.stop_event.is_set():
-            slots = self.ring.take_ready(timeout=min(0.5, warn))
+            slots = self.ring.take_ready(timeout=min(0.5, warn), limit=self._intake_limit())
             if slots:
                 return slots
             self._check_health()
@@ -174,6 +174,15 @@ class Learner:
                         f"no collector connected for {self.cfg.training.collector_gone_timeout_s:.0f} s"
                     )
         return []
+
+    def _intake_limit(self) -> int | None:
+        """How many ready rollouts one lap may stage.
+
+        Every update trains on the whole pool, so staging at most `capacity` new rollouts
+        only ever pushes out rollouts that were already trained on; the rest wait in the
+        ring, whose fullness holds the collectors back.  `overwrite` drains everything.
+        """
+        return None if self.cfg.training.staging_overflow == "overwrite" else self.staging.capacity
 
     def _stage(self, slots: list[int]) -> list[int]:
         fresh = []
@@ -223,6 +232,7 @@ class Learner:
             "Learner/policy_lag_mean": float(np.mean(lags)) if lags else 0.0,
             "Learner/policy_lag_max": float(np.max(lags)) if lags else 0.0,
             "Learner/overwritten_unused": self.staging.overwritten_unused,
+            "Learner/trained_fraction": self.trained_fraction(),
             "Learner/refused_messages": sum(self.receiver.refused_counts().values()),
             "Learner/collectors_connected": len(self.transport.collectors()),
         }
@@ -291,6 +301,11 @@ class Learner:
         self.metrics.close()
         self.write_summary()
 
+    def trained_fraction(self) -> float:
+        """Share of the env steps staged so far that at least one update trained on."""
+        staged = self.progress.total_env_steps
+        return self.staging.trained_rollouts * self.spec.env_steps / staged if staged else 1.0
+
     def summary(self) -> dict:
         p = self.progress
         wall = time.monotonic() - p.started
@@ -301,6 +316,10 @@ class Learner:
             "completed_iterations": p.iteration,
             "total_env_steps": p.total_env_steps,
             "trained_env_steps": self.staging.trained_rollouts * self.spec.env_steps,
+            "trained_fraction": self.trained_fraction(),
+            # Arrived in the ring, staged or not: at a stop up to ring_slots of them were never staged.
+            "received_env_steps": self._steps_at_start + self.receiver.received * self.spec.env_steps,
+            "staging_overflow": self.cfg.training.staging_overflow,
             "final_mean_reward": last.get("Train/mean_reward"),
             "best_mean_reward": p.best_mean_reward,
             "mean_episode_length": last.get("Train/mean_episode_length"),

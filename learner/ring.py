@@ -83,8 +83,9 @@ class Ring:
             self.states[slot] = SlotState.FREE
             self._cond.notify_all()
 
-    def take_ready(self, timeout: float) -> list[int]:
-        """Every READY slot in the order it became ready, now READING; waits up to timeout for one."""
+    def take_ready(self, timeout: float, limit: int | None = None) -> list[int]:
+        """READY slots (all, or the `limit` oldest) in the order they became ready, now READING;
+        waits up to timeout for one.  Slots past the limit stay READY for the next call."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while not self._ready:
@@ -92,8 +93,8 @@ class Ring:
                 if remaining <= 0:
                     return []
                 self._cond.wait(remaining)
-            slots = list(self._ready)
-            self._ready.clear()
+            n = len(self._ready) if limit is None else min(limit, len(self._ready))
+            slots = [self._ready.popleft() for _ in range(n)]
             for s in slots:
                 self.states[s] = SlotState.READING
             return slots

@@ -1,8 +1,10 @@
 """The staging pool: the last `replay_queue_size` rollouts on the training device.
 
-Each lap drains the ready ring slots into the pool (oldest entry overwritten
-first) and trains on every staged rollout, so a rollout is replayed until newer
-ones push it out (IMPACT's circular buffer; V-trace corrects the staleness).
+Each lap moves ready ring slots into the pool (oldest entry overwritten first)
+and trains on every staged rollout, so a rollout is replayed until newer ones
+push it out (IMPACT's circular buffer; V-trace corrects the staleness).  The
+learner stages at most `capacity` per lap unless training.staging_overflow is
+"overwrite", so by default nothing is pushed out before it was trained on.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ class StagingPool:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        self.overwritten_unused = int(state["overwritten_unused"])
+        self.trained_rollouts = int(state["trained_rollouts"])
         if len(state["entries"]) != self.capacity:
             # A different replay_queue_size: start the pool empty rather than guess.
             return
@@ -96,8 +100,6 @@ class StagingPool:
         self.entries = [None if e is None else StagedEntry(SlotMeta(e["collector"], e["seq"], e["policy_version"], {}),
                                                            e["uses"]) for e in state["entries"]]
         self._next = int(state["next"])
-        self.overwritten_unused = int(state["overwritten_unused"])
-        self.trained_rollouts = int(state["trained_rollouts"])
 
     def policy_versions(self, indices: list[int]) -> list[int]:
         return [self.entries[i].meta.policy_version for i in indices]

@@ -1,4 +1,4 @@
-"""Ring semantics: ordering, wrap-around, drain-all-ready, capacity (back-pressure), no torn reads."""
+"""Ring semantics: ordering, wrap-around, drain-all-ready, intake limit, capacity (back-pressure), no torn reads."""
 
 import threading
 
@@ -41,6 +41,15 @@ def test_take_ready_drains_all_ready_slots():
     assert ring.take_ready(0.1) == slots
     assert ring.take_ready(0.05) == []
     assert [ring.states[s] for s in slots] == [SlotState.READING] * 3
+
+
+def test_take_ready_limit_leaves_the_newest_ready():
+    """With a limit, take_ready returns the oldest ready slots; the rest come out on the next call, in order."""
+    ring = Ring(SPEC, 4, pin=False)
+    slots = [_write(ring, i, i) for i in range(4)]
+    assert ring.take_ready(0.1, limit=3) == slots[:3]
+    assert ring.states[slots[3]] is SlotState.READY
+    assert ring.take_ready(0.1, limit=3) == slots[3:]
 
 
 def test_full_ring_blocks_writer_until_release():
