@@ -54,10 +54,9 @@ def rss_mb() -> float:
 # ------------------------------------------------------------------ synthetic collectors (child processes)
 
 
-def _zmq_sender(endpoint: str, num_envs: int, steps: int, seconds: float, name: str, result: mp.Queue) -> None:
+def _zmq_sender(endpoint: str, spec: RolloutSpec, seconds: float, name: str, result: mp.Queue) -> None:
     from common.zmq_collector import CollectorZmq
 
-    spec = bench_spec(num_envs, steps)
     num_weights = flat_weights_size(ActorCritic.from_config(AppoConfig(task="bench"), GO2_LIKE))
     ch = CollectorZmq(endpoint, spec, name, num_weights, 2, 1.0, 30.0)
     stop = threading.Event()
@@ -79,10 +78,9 @@ def _zmq_sender(endpoint: str, num_envs: int, steps: int, seconds: float, name: 
     result.put((name, sent, got_weights))
 
 
-def _shm_sender(run_dir: str, cid: int, num_envs: int, steps: int, seconds: float, result: mp.Queue) -> None:
+def _shm_sender(run_dir: str, cid: int, spec: RolloutSpec, seconds: float, result: mp.Queue) -> None:
     from common.shm_transport import CollectorShm
 
-    spec = bench_spec(num_envs, steps)
     ch = CollectorShm(run_dir, cid, spec, buffers=2)
     for b in ch.buffers:
         for a in b.arrays.values():
@@ -98,8 +96,7 @@ def _shm_sender(run_dir: str, cid: int, num_envs: int, steps: int, seconds: floa
     result.put((cid, sent, True))
 
 
-def _raw_sender(endpoint: str, num_envs: int, steps: int, seconds: float) -> None:
-    spec = bench_spec(num_envs, steps)
+def _raw_sender(endpoint: str, spec: RolloutSpec, seconds: float) -> None:
     frames = encode_rollout(spec, "raw", 0, 0, {}, allocate(spec, 0.25))
     ctx = zmq.Context()
     s = ctx.socket(zmq.PUSH)
@@ -142,8 +139,8 @@ class RingDrain(threading.Thread):
 
 def _all_sending(transport, senders: int) -> bool:
     peers = getattr(transport, "peers", None)
-    if peers is None:
-        return True
+    if peers is None:  # shared memory: attached is as far as the transport can tell
+        return len(transport.collectors()) >= senders
     return len(peers) >= senders and all(p.rollouts > 0 for p in list(peers.values()))
 
 
@@ -205,7 +202,7 @@ def bench_zmq(spec: RolloutSpec, senders: int, seconds: float, warmup: float, po
     result: mp.Queue = mp.get_context("spawn").Queue()
     ctx = mp.get_context("spawn")
     # Senders run until told to stop (their own clock cannot know how long the warm-up takes).
-    procs = [ctx.Process(target=_zmq_sender, args=(endpoint, spec.num_envs, spec.steps, 3600.0,
+    procs = [ctx.Process(target=_zmq_sender, args=(endpoint, spec, 3600.0,
                                                     f"s{i}", result)) for i in range(senders)]
     for p in procs:
         p.start()
@@ -230,11 +227,11 @@ def bench_shm(spec: RolloutSpec, senders: int, seconds: float, warmup: float) ->
     learner.publish_weights(0, np.zeros(16, np.float32))
     ctx = mp.get_context("spawn")
     result: mp.Queue = ctx.Queue()
-    procs = [ctx.Process(target=_shm_sender, args=(str(learner.run_dir), i, spec.num_envs, spec.steps,
+    procs = [ctx.Process(target=_shm_sender, args=(str(learner.run_dir), i, spec,
                                                     seconds + warmup + 5, result)) for i in range(senders)]
     for p in procs:
         p.start()
-    out = _measure(learner, spec, seconds, warmup)
+    out = _measure(learner, spec, seconds, warmup, senders=senders)
     learner.request_stop()
     for _ in procs:
         result.get(timeout=120)
@@ -251,7 +248,7 @@ def bench_raw(spec: RolloutSpec, senders: int, seconds: float, warmup: float, po
     endpoint = f"tcp://127.0.0.1:{port}"
     pull.bind(endpoint)
     mpctx = mp.get_context("spawn")
-    procs = [mpctx.Process(target=_raw_sender, args=(endpoint, spec.num_envs, spec.steps, seconds + warmup))
+    procs = [mpctx.Process(target=_raw_sender, args=(endpoint, spec, seconds + warmup))
              for _ in range(senders)]
     for p in procs:
         p.start()
@@ -314,6 +311,7 @@ def bench_weight_latency(port: int, repeats: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m learner.bench_ingest", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="", help="use this task's observation sizes (default: Go2-sized)")
     p.add_argument("--num-envs", type=int, default=2048)
     p.add_argument("--steps", type=int, default=24)
     p.add_argument("--senders", type=int, default=2, help="synthetic collectors for zmq/shm/raw")
@@ -327,7 +325,12 @@ def main(argv: list[str] | None = None) -> int:
                    "(a version is published every 0.5 s there)")
     p.add_argument("--json", help="write all figures here")
     args = p.parse_args(argv)
-    spec = bench_spec(args.num_envs, args.steps)
+    if args.task:
+        from common.task_spec import task_spec
+
+        spec = RolloutSpec.for_task(task_spec(args.task), args.num_envs, args.steps)
+    else:
+        spec = bench_spec(args.num_envs, args.steps)
     print(f"rollout: {args.num_envs} envs x {args.steps} steps, {spec.nbytes() / 1e6:.1f} MB; "
           f"{args.senders} senders, {args.seconds:.0f} s each", flush=True)
     res: dict = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cpus",

@@ -1,0 +1,218 @@
+"""appo-bench: every throughput figure of one task on this machine, in one run.
+
+    appo-bench                                         # go2_joystick_flat at its preset's sizes
+    appo-bench --task half_cheetah --num-envs 2048 --json bench.json
+    appo-bench --only physics,learner --seconds 5      # a subset
+
+Each part runs as its own process (own threads, own GIL), one after the other:
+  physics    threaded MuJoCo stepping, random actions, no policy      (python -m collector.bench)
+  collector  the real rollout loop: inference + recording, no learner (same process as physics, interleaved)
+  learner    process + update on synthetic rollouts, ours against a
+             straightforward reference loop, with per-phase times       (python -m learner.bench_update)
+  ingest     rollouts/s into the ring through each transport           (python -m learner.bench_ingest)
+  e2e        appo-train for a fixed number of iterations: trained env-steps/s, the fraction of
+             simulated env steps trained on, learner wait, policy lag
+Ratios are printed beside the absolute figures; --json writes everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common.config import load_config
+from common.cores import usable_cores
+
+PARTS = ("physics", "learner", "ingest", "e2e")  # physics includes the collector-alone figure
+
+
+def _run_json(args: list[str], out: Path, timeout: float) -> dict:
+    """Run one benchmark module with --json OUT; its console output passes through."""
+    cmd = [sys.executable, "-m", *args, "--json", str(out)]
+    print(f"\n$ {' '.join(cmd[1:])}", flush=True)
+    subprocess.run(cmd, check=True, timeout=timeout)
+    return json.loads(out.read_text())
+
+
+def bench_physics(task: str, num_envs: int, seconds: float, tmp: Path) -> dict:
+    return _run_json(["collector.bench", "--task", task, "--num-envs", str(num_envs),
+                      "--seconds", str(seconds)], tmp / "physics.json", timeout=60 + 8 * seconds)
+
+
+def bench_learner(task: str, num_envs: int, steps: int, seconds: float, tmp: Path) -> dict:
+    return _run_json(["learner.bench_update", "--task", task, "--num-envs", str(num_envs),
+                      "--steps-per-env", str(steps), "--seconds", str(seconds)],
+                     tmp / "learner.json", timeout=600 + 8 * seconds)
+
+
+def bench_ingest(task: str, num_envs: int, steps: int, seconds: float, tmp: Path) -> dict:
+    return _run_json(["learner.bench_ingest", "--task", task, "--num-envs", str(num_envs), "--steps", str(steps),
+                      "--seconds", str(seconds), "--warmup", str(max(2.0, seconds / 3))],
+                     tmp / "ingest.json", timeout=180 + 6 * seconds)
+
+
+def _scalars(run: Path) -> dict[str, list[tuple[float, int, float]]]:
+    """Every TensorBoard scalar of a run as (wall_time, step, value)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.wall_time, e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def steady_state(summary: dict, scalars: dict, warmup_fraction: float = 0.2) -> dict:
+    """Rates over the iterations after the first `warmup_fraction` (start-up and the first
+    weights are not what a long run sees)."""
+    steps = scalars["perf/total_env_steps"]
+    k = min(len(steps) - 2, int(len(steps) * warmup_fraction))
+    (t0, _, s0), (t1, _, s1) = steps[k], steps[-1]
+    laps = slice(k + 1, None)
+
+    def mean(tag: str) -> float:
+        vals = [v for _, _, v in scalars[tag][laps]]
+        return sum(vals) / len(vals)
+
+    wait, lap = mean("perf/collector_wait_ms"), mean("perf/iter_ms")
+    fraction = summary["trained_fraction"]
+    return {
+        "iterations": summary["completed_iterations"],
+        "simulated_env_steps": summary["total_env_steps"],
+        "trained_env_steps": summary["trained_env_steps"],
+        "trained_fraction": fraction,
+        # Includes rollouts still in the ring when the run stopped (never staged, never trained).
+        "trained_of_received": summary["trained_env_steps"] / summary.get("received_env_steps", summary[
+            "total_env_steps"]),
+        "env_steps_per_s": (s1 - s0) / (t1 - t0),
+        "trained_env_steps_per_s": (s1 - s0) / (t1 - t0) * fraction,
+        "learner_wait_ms_mean": wait,
+        "iter_ms_mean": lap,
+        "learner_wait_fraction": wait / lap,
+        "train_ms_mean": mean("perf/train_ms"),
+        "policy_lag_mean": mean("Learner/policy_lag_mean"),
+        "policy_lag_max": max(v for _, _, v in scalars["Learner/policy_lag_max"]),
+        "wall_s": summary["training_wall_time_sec"],
+        "staging_overflow": summary["staging_overflow"],
+    }
+
+
+def bench_e2e(task: str, num_envs: int, steps: int, iterations: int, collectors: int, tmp: Path) -> dict:
+    log_dir = tmp / "logs"
+    cmd = [shutil.which("appo-train") or "appo-train", "--task", task, "--collectors", str(collectors),
+           f"algo.num_envs={num_envs}", f"algo.steps_per_env={steps}", f"algo.max_iterations={iterations}",
+           f"algo.save_interval={iterations}", f"training.log_dir={log_dir}", "training.run_name=bench",
+           "training.console=false"]
+    print(f"\n$ {' '.join(cmd)}", flush=True)
+    subprocess.run(cmd, check=True, timeout=120 + 60 * iterations, stdout=subprocess.DEVNULL)
+    run = log_dir / task / "bench"
+    summary = json.loads((run / "summary.json").read_text())
+    return steady_state(summary, _scalars(run))
+
+
+def ratios(res: dict) -> dict:
+    out = {}
+    phys, learn, ingest, e2e = (res.get(k) for k in PARTS)
+    if phys:
+        out["collector / physics ceiling"] = phys["ratio"]
+    if learn:
+        out["learner ours / reference loop"] = learn["ratio"]
+    if ingest:
+        out["ingest zmq / raw pyzmq"] = ingest["zmq_vs_raw"]
+        out["ingest shm / zmq"] = ingest["shm"]["mb_per_s"] / ingest["zmq"]["mb_per_s"]
+    if e2e and phys:
+        out["e2e trained env-steps/s / physics ceiling"] = e2e["trained_env_steps_per_s"] / phys[
+            "physics_ceiling_steps_per_s"]
+    if e2e and learn:
+        out["e2e trained env-steps/s / learner-alone env-steps/s"] = e2e["trained_env_steps_per_s"] / learn[
+            "ours_env_steps_per_s"]
+    return out
+
+
+def print_table(res: dict) -> None:
+    rows: list[tuple[str, str]] = []
+    phys, learn, ingest, e2e = (res.get(k) for k in PARTS)
+    if phys:
+        rows += [("physics ceiling", f"{phys['physics_ceiling_steps_per_s']:,.0f} env-steps/s"),
+                 ("collector alone", f"{phys['collector_steps_per_s']:,.0f} env-steps/s")]
+    if learn:
+        rows += [("learner (ours)", f"{learn['ours_samples_per_s']:,.0f} samples/s  "
+                                    f"({learn['ours_env_steps_per_s']:,.0f} env-steps/s at "
+                                    f"{learn['epochs']} epochs)"),
+                 ("learner (reference loop)", f"{learn['reference_samples_per_s']:,.0f} samples/s")]
+        rows += [(f"  phase {k}", f"{v:.1f} ms") for k, v in learn.get("phases_ms", {}).items()]
+    if ingest:
+        for k in ("raw", "zmq", "shm"):
+            rows.append((f"ingest {k}", f"{ingest[k]['rollouts_per_s']:,.1f} rollouts/s  "
+                                        f"{ingest[k]['env_steps_per_s']:,.0f} env-steps/s"))
+    if e2e:
+        rows += [("e2e trained", f"{e2e['trained_env_steps_per_s']:,.0f} env-steps/s "
+                                 f"({e2e['iterations']} iterations)"),
+                 ("e2e trained fraction", f"{e2e['trained_fraction']:.4f} "
+                                          f"({e2e['trained_env_steps']:,} of {e2e['simulated_env_steps']:,})"),
+                 ("e2e learner wait", f"{e2e['learner_wait_ms_mean']:.0f} ms of {e2e['iter_ms_mean']:.0f} ms "
+                                      f"per iteration ({e2e['learner_wait_fraction']:.0%})"),
+                 ("e2e policy lag", f"mean {e2e['policy_lag_mean']:.2f}, max {e2e['policy_lag_max']:.0f}")]
+    rows += [(k, f"{v:.2f}") for k, v in res["ratios"].items()]
+    width = max(len(k) for k, _ in rows)
+    print(f"\nappo-bench  task {res['task']}  {res['num_envs']} envs x {res['steps_per_env']} steps  "
+          f"{res['machine']}  {res['date']}")
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="appo-bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="go2_joystick_flat")
+    p.add_argument("--num-envs", type=int, default=0, help="envs per collector (default: the task's preset)")
+    p.add_argument("--steps-per-env", type=int, default=0, help="rollout length (default: the task's preset)")
+    p.add_argument("--seconds", type=float, default=10.0, help="length of each throughput measurement")
+    p.add_argument("--iterations", type=int, default=30, help="learner iterations of the end-to-end run")
+    p.add_argument("--collectors", type=int, default=1, help="local collectors of the end-to-end run")
+    p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument("--json", help="write every figure here")
+    args = p.parse_args(argv)
+    unknown = set(args.only.split(",")) - set(PARTS)
+    if unknown:
+        p.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
+    if args.seconds <= 0 or args.iterations < 2 or args.collectors < 1:
+        p.error("--seconds must be > 0, --iterations >= 2, --collectors >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cfg = load_config(extra={"task": args.task}, environ={})
+    num_envs = args.num_envs or cfg.algo.num_envs
+    steps = args.steps_per_env or cfg.algo.steps_per_env
+    parts = args.only.split(",")
+    res: dict = {"task": args.task, "num_envs": num_envs, "steps_per_env": steps,
+                 "machine": f"{platform.machine()} {platform.processor() or ''}".strip()
+                            + f", {usable_cores()} usable cores of {os.cpu_count()}",
+                 "date": time.strftime("%Y-%m-%d %H:%M")}
+    with tempfile.TemporaryDirectory(prefix="appo-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        if "physics" in parts:
+            res["physics"] = bench_physics(args.task, num_envs, args.seconds, tmp)
+        if "learner" in parts:
+            res["learner"] = bench_learner(args.task, num_envs, steps, args.seconds, tmp)
+        if "ingest" in parts:
+            res["ingest"] = bench_ingest(args.task, num_envs, steps, args.seconds, tmp)
+        if "e2e" in parts:
+            res["e2e"] = bench_e2e(args.task, num_envs, steps, args.iterations, args.collectors, tmp)
+    res["ratios"] = ratios(res)
+    print_table(res)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
