@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from itertools import pairwise
 
 import gymnasium
 import mujoco
@@ -260,7 +261,7 @@ def split_rows(num_envs: int, groups: int) -> list[slice]:
     if not 1 <= groups <= num_envs:
         raise ValueError(f"cannot split {num_envs} envs into {groups} non-empty groups")
     bounds = [num_envs * g // groups for g in range(groups + 1)]
-    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [slice(a, b) for a, b in pairwise(bounds)]
 
 
 class EnvGroups:

@@ -421,14 +421,14 @@ def test_env_groups_step_equals_each_group_stepped_alone():
 
 def test_make_collector_env_splits_large_batches_only():
     """From COLLECTOR_SPLIT_MIN_ENVS envs on the batch is two halves sharing the threads (overlap needs one each)."""
-    from collector.envs import COLLECTOR_SPLIT_MIN_ENVS, BatchedEnv, EnvGroups, make_collector_env
+    from collector import envs as E
 
-    n = COLLECTOR_SPLIT_MIN_ENVS
+    n = E.COLLECTOR_SPLIT_MIN_ENVS
     for threads, per_group, overlap in [(1, 1, False), (2, 1, True), (5, 2, True)]:
-        with make_collector_env("half_cheetah", n, threads, seed=0) as env:
-            assert isinstance(env, EnvGroups)
+        with E.make_collector_env("half_cheetah", n, threads, seed=0) as env:
+            assert isinstance(env, E.EnvGroups)
             assert [e.num_envs for e in env.envs] == [n // 2, n // 2]
             assert [e._sim.nthread for e in env.envs] == [per_group] * 2
             assert env.overlap is overlap
-    with make_collector_env("half_cheetah", n - 1, 2, seed=0) as env:
-        assert isinstance(env, BatchedEnv)
+    with E.make_collector_env("half_cheetah", n - 1, 2, seed=0) as env:
+        assert isinstance(env, E.BatchedEnv)
