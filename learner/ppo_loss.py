@@ -6,9 +6,12 @@ function returns tensors (no .item()) so the caller syncs with the device once p
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class PPOLoss(NamedTuple):
@@ -67,6 +70,25 @@ def gaussian_kl(mu0: torch.Tensor, sigma0: torch.Tensor, mu1: torch.Tensor, sigm
     """KL(N(mu0, sigma0) || N(mu1, sigma1)) of diagonal Gaussians, summed over the last dim."""
     kl = torch.log(sigma1 / sigma0) + (sigma0.square() + (mu0 - mu1).square()) / (2.0 * sigma1.square()) - 0.5
     return kl.sum(dim=-1)
+
+
+def gaussian_log_prob(mu: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """log N(actions; mu, exp(log_std)) summed over the last dim, for a state-independent std [A].
+
+    The same density as torch.distributions.Normal(mu, std).log_prob(actions).sum(-1), without
+    expanding the std to the batch: the log-normaliser is one scalar per call.
+    """
+    z = (actions - mu) * torch.exp(-log_std)
+    return -0.5 * z.square().sum(-1) - (log_std.sum() + mu.shape[-1] * _HALF_LOG_2PI)
+
+
+def gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
+    """Entropy of a diagonal Gaussian with std exp(log_std) [A], summed over dims.
+
+    With a state-independent std it is the same for every sample, so it equals the
+    batch mean of Normal(mu, std).entropy().sum(-1) (and its gradient) for any batch.
+    """
+    return log_std.sum() + log_std.shape[-1] * (0.5 + _HALF_LOG_2PI)
 
 
 def ppo_loss(
