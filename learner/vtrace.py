@@ -37,12 +37,14 @@ def vtrace(
     discount = gamma * (1.0 - dones.to(values.dtype))
 
     deltas = rho_bar * (rewards + discount * _next(values, bootstrap_values) - values)
-    # vs_t - V(x_t) accumulated backwards; the correction past the horizon is zero.
+    # vs_t - V(x_t) accumulated backwards; the correction past the horizon is zero.  Everything
+    # but this recursion is one elementwise op over [T, N]; each step of it is one fused op over
+    # all N envs, written in place.
+    decay = discount * c
     corrections = torch.empty_like(values)
     acc = torch.zeros_like(bootstrap_values)
     for t in range(values.shape[0] - 1, -1, -1):
-        acc = deltas[t] + discount[t] * c[t] * acc
-        corrections[t] = acc
+        acc = torch.addcmul(deltas[t], decay[t], acc, out=corrections[t])
     vs = values + corrections
 
     advantages = rho_bar * (rewards + discount * _next(vs, bootstrap_values) - values)
