@@ -1,13 +1,28 @@
 """The APPO update: V-trace targets, then PPO epochs against a target policy (DESIGN.md section 4).
 
 Readable top to bottom: `process` computes everything that stays fixed during
-the update (values, target log-probs, V-trace targets, advantages); `update`
-runs the epochs x minibatches SGD steps with the adaptive learning rate.
+the update (normalized observations, values, target log-probs and means, V-trace
+targets, advantages); `update` packs it env-major and runs the epochs x
+minibatches SGD steps with the adaptive learning rate.
+
+Nothing inside the minibatch loop waits for the device: the learning rate is a
+0-dim tensor updated on the device from the on-device KL (torch.where, the rule
+of learner/lr_schedule.py) and read by a fused optimizer; losses, KL and gradient
+norms are summed on the device and reduced to floats once per update.
+
+On a CPU with two or more torch threads the actor's and the critic's work (their
+forward, loss and backward are independent) run side by side, on this thread and
+on one helper thread, each with half the threads: the same operations, without
+the per-operation hand-offs between threads that dominate these mid-sized layers.
 """
 
 from __future__ import annotations
 
 import copy
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -15,17 +30,73 @@ from torch import nn
 from common.config import AppoConfig
 from common.policy import ActorCritic
 from common.task_spec import TaskSpec
-from learner.lr_schedule import adaptive_lr
-from learner.ppo_loss import gaussian_kl, impact_ratio, surrogate_loss, value_loss
+from learner.lr_schedule import adaptive_lr_
+from learner.ppo_loss import (
+    gaussian_entropy,
+    gaussian_kl,
+    gaussian_log_prob,
+    impact_ratio,
+    surrogate_loss,
+    value_loss,
+)
 from learner.vtrace import vtrace, vtrace_stats
 
+_OPTIMIZERS = {
+    "adam": (torch.optim.Adam, {}),
+    "adamw": (torch.optim.AdamW, {}),
+    "sgd": (torch.optim.SGD, {"momentum": 0.9}),
+}
+# Per-minibatch sums kept on the device, in this order.
+_SUMS = ("surrogate", "value", "entropy", "clip", "grad_norm", "kl")
 
-def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr)
-    return torch.optim.SGD(params, lr=lr, momentum=0.9)
+
+def _fused_takes_tensor_lr(cls, kwargs: dict, lr: torch.Tensor) -> bool:
+    """Whether `cls(fused=True)` steps with this lr tensor on its device (one probe step on a dummy)."""
+    try:
+        p = torch.zeros(2, device=lr.device, requires_grad=True)
+        p.grad = torch.ones_like(p)
+        cls([p], lr=lr.clone(), fused=True, **kwargs).step()
+        return True
+    except (RuntimeError, ValueError, TypeError, NotImplementedError):
+        return False
+
+
+def make_optimizer(name: str, params, lr: torch.Tensor) -> tuple[torch.optim.Optimizer, torch.Tensor | None]:
+    """The optimizer and the lr tensor it reads (None: it reads a float, set from `lr` each step).
+
+    A fused kernel reads a Tensor lr on the device, so the adaptive schedule never
+    syncs.  `lr` itself (float64, the exact schedule) is used where the kernel takes
+    it, else a float32 copy of it; a device with neither falls back to a float.
+    """
+    cls, kwargs = _OPTIMIZERS[name]
+    params = list(params)
+    for opt_lr in (lr, lr.float()):
+        if _fused_takes_tensor_lr(cls, kwargs, opt_lr):
+            return cls(params, lr=opt_lr, fused=True, **kwargs), opt_lr
+    return cls(params, lr=float(lr), **kwargs), None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Column ranges of the packed per-sample tensor [N, T, width]."""
+
+    obs: slice
+    critic: slice
+    actions: slice
+    target_mu: slice
+    log_probs: int
+    target_log_probs: int
+    values: int
+    returns: int
+    advantages: int
+    width: int
+
+
+def _layout(obs_dim: int, critic_dim: int, act_dim: int) -> _Layout:
+    o, c, a = obs_dim, critic_dim, act_dim
+    s = o + c + 2 * a  # the scalar columns follow the vector ones
+    return _Layout(slice(0, o), slice(o, o + c), slice(o + c, o + c + a), slice(o + c + a, s),
+                   s, s + 1, s + 2, s + 3, s + 4, s + 5)
 
 
 class APPO:
@@ -37,9 +108,53 @@ class APPO:
         # The target shares the live normalizers: only actor weights lag behind.
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
-        self.learning_rate = self.cfg.learning_rate
-        self.optimizer = make_optimizer(self.cfg.optimizer, self.model.parameters(), self.learning_rate)
+        self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
+        # The schedule's state: float64 on the training device, so the sequence of rates
+        # equals the float rule's exactly; `learning_rate` is its value as of the last update.
+        self._lr = torch.tensor(float(self.cfg.learning_rate), dtype=torch.float64, device=device)
+        self._lr_value = float(self.cfg.learning_rate)
+        self.optimizer, self._opt_lr = make_optimizer(self.cfg.optimizer, self.model.parameters(), self._lr)
         self.num_updates = 0
+        self._helper = _HelperThread()
+        self.compiled = bool(cfg.training.compile)
+        self._actor_losses, self._critic_losses = self._actor_loss_terms, self._critic_loss_terms
+        if self.compiled:
+            # Inductor's CPU kernels take their thread count when compiled: that of one stream.
+            options = {"cpp.threads": self._stream_threads() or torch.get_num_threads()} if device.type == "cpu" else {}
+            self._actor_losses = torch.compile(self._actor_loss_terms, options=options)
+            self._critic_losses = torch.compile(self._critic_loss_terms, options=options)
+        self._compiled_shapes: set[torch.Size] = set()  # first call of a shape compiles: not side by side
+
+    # ------------------------------------------------------------------ learning rate
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate as of the end of the last update (no device access)."""
+        return self._lr_value
+
+    @learning_rate.setter
+    def learning_rate(self, lr: float) -> None:
+        self.set_learning_rate(lr)
+
+    def set_learning_rate(self, lr: float) -> None:
+        self._lr.fill_(float(lr))
+        self._lr_value = float(lr)
+        if self._opt_lr is not None and self._opt_lr is not self._lr:
+            self._opt_lr.fill_(float(lr))
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._opt_lr if self._opt_lr is not None else float(lr)
+
+    def _adapt_lr(self, kl: torch.Tensor) -> None:
+        c = self.cfg
+        adaptive_lr_(self._lr, kl, c.desired_kl, c.kl_factor, c.lr_factor)
+        if self._opt_lr is None:  # no fused kernel with a Tensor lr on this device: one sync per step
+            lr = self._lr.item()
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+        elif self._opt_lr is not self._lr:
+            self._opt_lr.copy_(self._lr)
+
+    # ------------------------------------------------------------------ the update
 
     def update_normalizers(self, fresh: dict[str, torch.Tensor]) -> None:
         """Feed only newly arrived rollouts, so replayed ones are not counted twice."""
@@ -48,119 +163,216 @@ class APPO:
 
     @torch.no_grad()
     def process(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Fixed quantities of one update from a time-major batch [T, B, ...]."""
+        """Fixed quantities of one update from a time-major batch [T, B, ...].
+
+        The normalizers do not change during an update, so observations are normalized
+        once here rather than in every minibatch.
+        """
         c = self.cfg
-        values = self.model.value(batch["critic"])
-        bootstrap = self.model.value(batch["last_critic"])
-        target_dist = self.target.distribution(batch["obs"])
-        target_log_probs = target_dist.log_prob(batch["actions"]).sum(-1)
+        with self._streams() as threads:
+            critic_side = self._helper.submit(threads, self._values, batch) if threads else None
+            try:
+                obs = self.model.obs_normalizer(batch["obs"])
+                target_mu = self.target.actor(obs)
+                target_log_probs = gaussian_log_prob(target_mu, self.target.log_std, batch["actions"])
+            finally:
+                critic, values, bootstrap = critic_side.result() if critic_side else self._values(batch)
         vs, advantages = vtrace(
             batch["log_probs"], target_log_probs, batch["rewards"], values, bootstrap, batch["dones"],
             c.gamma, c.rho_clip, c.c_clip,
         )
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         return {
+            "obs_normalized": obs,
+            "critic_normalized": critic,
             "values": values,
             "returns": vs,
             "advantages": advantages,
             "target_log_probs": target_log_probs,
-            "target_mu": target_dist.mean,
-            "target_sigma": target_dist.stddev,
+            "target_mu": target_mu,
         }
 
-    def update(self, batch: dict[str, torch.Tensor], abort=lambda: False) -> dict[str, float]:
+    @torch.no_grad()
+    def _values(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(normalized critic observations, V(x_t) [T, B], V(x_T) [B])."""
+        critic = self.model.critic_normalizer(batch["critic"])
+        return critic, self.model.critic(critic).squeeze(-1), self.model.value(batch["last_critic"])
+
+    @torch.no_grad()
+    def pack(self, batch: dict[str, torch.Tensor], fixed: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Every per-sample input of the loss in one env-major tensor [N, T, width].
+
+        A minibatch (a set of envs, all their steps) is then one contiguous row gather.
+        """
+        L = self.layout
+        num_steps, num_envs = batch["log_probs"].shape
+        packed = torch.empty(num_envs, num_steps, L.width, device=self.device, dtype=fixed["values"].dtype)
+        columns = [
+            (L.obs, fixed["obs_normalized"]), (L.critic, fixed["critic_normalized"]), (L.actions, batch["actions"]),
+            (L.target_mu, fixed["target_mu"]), (L.log_probs, batch["log_probs"]),
+            (L.target_log_probs, fixed["target_log_probs"]), (L.values, fixed["values"]),
+            (L.returns, fixed["returns"]), (L.advantages, fixed["advantages"]),
+        ]
+        for cols, x in columns:
+            packed[:, :, cols].copy_(x.transpose(0, 1))
+        return packed
+
+    def update(
+        self, batch: dict[str, torch.Tensor], abort=lambda: False, timings: dict | None = None
+    ) -> dict[str, float]:
         """One APPO update on the whole batch; returns metrics reduced once at the end.
 
         `abort()` is checked between minibatch steps: a stop request abandons the rest.
+        `timings`, when given, receives seconds per phase (the device is synchronised
+        at each phase boundary then, so leave it None in training).
         """
         c = self.cfg
+        clock = _PhaseClock(self.device, timings)
         fixed = self.process(batch)
         stats = vtrace_stats(batch["log_probs"], fixed["target_log_probs"], c.rho_clip)
-        data = {**{k: batch[k] for k in ("obs", "critic", "actions", "log_probs")}, **fixed}
-        num_envs = batch["obs"].shape[1]
-        mb_size = max(1, num_envs // c.num_mini_batches)
-        sums = {k: torch.zeros((), device=self.device) for k in ("surrogate", "value", "entropy", "clip", "grad_norm")}
-        kl_sum, steps = 0.0, 0
-        for _ in range(c.num_learning_epochs):
-            if steps and abort():
-                break
-            perm = torch.randperm(num_envs, device=self.device)
-            for start in range(0, num_envs - mb_size + 1, mb_size):
-                if steps and abort():
-                    break
-                mb = {k: v[:, perm[start : start + mb_size]].flatten(0, 1) for k, v in data.items()}
-                kl, parts = self._step(mb)
-                kl_sum += kl
-                for k, v in parts.items():
-                    sums[k] += v
-                steps += 1
+        packed = self.pack(batch, fixed)
+        del fixed
+        clock.lap("process")
+        sums, steps = self._minibatch_loop(packed, abort)
+        clock.lap("minibatch_loop")
         self.num_updates += 1
         if self.num_updates % c.target_update_freq == 0:
             self._update_target()
-        metrics = {k: (v / steps).item() for k, v in sums.items()}
-        return {
-            "Loss/surrogate": metrics["surrogate"],
-            "Loss/value": metrics["value"],
-            "Loss/entropy": metrics["entropy"],
-            "Loss/learning_rate": self.learning_rate,
-            "Train/approx_kl": kl_sum / steps,
-            "Train/clip_fraction": metrics["clip"],
-            "Train/global_gradient_norm": metrics["grad_norm"],
-            "Train/vtrace_rho_clip_fraction": stats["rho_clip_fraction"].item(),
-            "Train/vtrace_rho_p99": stats["rho_p99"].item(),
-            "Train/behavior_to_current_log_prob_delta": stats["log_prob_delta_abs_mean"].item(),
-            "Policy/mean_std": self.model.log_std.exp().mean().item(),
-        }
+        clock.lap("target_update")
+        metrics = self._reduce(sums, steps, stats)
+        clock.lap("metrics")
+        return metrics
 
-    def _step(self, mb: dict[str, torch.Tensor]) -> tuple[float, dict[str, torch.Tensor]]:
+    def _minibatch_loop(self, packed: torch.Tensor, abort) -> tuple[torch.Tensor, int]:
         c = self.cfg
-        dist = self.model.distribution(mb["obs"])
-        log_probs = dist.log_prob(mb["actions"]).sum(-1)
-        entropy = dist.entropy().sum(-1).mean()
-        values = self.model.value(mb["critic"])
-        kl = gaussian_kl(mb["target_mu"], mb["target_sigma"], dist.mean.detach(), dist.stddev.detach()).mean().item()
-        if c.schedule == "adaptive":
-            self.learning_rate = adaptive_lr(self.learning_rate, kl, c.desired_kl, c.kl_factor, c.lr_factor)
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.learning_rate
-        ratio = impact_ratio(log_probs, mb["log_probs"], mb["target_log_probs"])
-        surrogate, clip_fraction = surrogate_loss(mb["advantages"], ratio, c.clip_param)
-        v_loss = value_loss(values, mb["values"], mb["returns"], c.clip_param, c.use_clipped_value_loss)
-        loss = surrogate + c.value_loss_coef * v_loss - c.entropy_coef * entropy
+        num_envs = packed.shape[0]
+        mb_size = max(1, num_envs // c.num_mini_batches)
+        sums = torch.zeros(len(_SUMS), dtype=torch.float64, device=self.device)
+        steps = 0
+        with self._streams() as threads:
+            for _ in range(c.num_learning_epochs):
+                if steps and abort():
+                    break
+                perm = torch.randperm(num_envs, device=self.device)
+                for start in range(0, num_envs - mb_size + 1, mb_size):
+                    if steps and abort():
+                        break
+                    mb = packed.index_select(0, perm[start : start + mb_size]).flatten(0, 1)
+                    sums += self._step(mb, threads)
+                    steps += 1
+        return sums, steps
+
+    def _actor_loss_terms(self, mb: torch.Tensor, target_log_std: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(actor loss, surrogate, entropy, clip fraction, KL) of one packed minibatch [B, width]."""
+        c, L, m = self.cfg, self.layout, self.model
+        mu = m.actor(mb[:, L.obs])
+        log_probs = gaussian_log_prob(mu, m.log_std, mb[:, L.actions])
+        entropy = gaussian_entropy(m.log_std)
+        kl = gaussian_kl(mb[:, L.target_mu], target_log_std.exp(), mu.detach(), m.log_std.detach().exp()).mean()
+        ratio = impact_ratio(log_probs, mb[:, L.log_probs], mb[:, L.target_log_probs])
+        surrogate, clip_fraction = surrogate_loss(mb[:, L.advantages], ratio, c.clip_param)
+        return surrogate - c.entropy_coef * entropy, surrogate, entropy, clip_fraction, kl
+
+    def _critic_loss_terms(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weighted value loss, value loss) of one packed minibatch [B, width]."""
+        c, L = self.cfg, self.layout
+        values = self.model.critic(mb[:, L.critic]).squeeze(-1)
+        v_loss = value_loss(values, mb[:, L.values], mb[:, L.returns], c.clip_param, c.use_clipped_value_loss)
+        return c.value_loss_coef * v_loss, v_loss
+
+    def _critic_backward(self, mb: torch.Tensor) -> torch.Tensor:
+        weighted, v_loss = self._critic_losses(mb)
+        weighted.backward()
+        return v_loss.detach()
+
+    def _step(self, mb: torch.Tensor, threads: int = 0) -> torch.Tensor:
+        """One SGD step; returns this minibatch's `_SUMS` terms as one float64 tensor (no sync).
+
+        The loss is surrogate + value_loss_coef * value loss - entropy_coef * entropy; the
+        critic's term and the actor's share no parameters, so each is backpropagated on
+        its own (side by side when `threads`: the critic's on the helper thread).
+        """
+        c = self.cfg
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if self.compiled and mb.shape not in self._compiled_shapes:
+            self._compiled_shapes.add(mb.shape)
+            threads = 0
+        critic_side = self._helper.submit(threads, self._critic_backward, mb) if threads else None
+        try:
+            actor_loss, surrogate, entropy, clip_fraction, kl = self._actor_losses(mb, self.target.log_std)
+            if c.schedule == "adaptive":
+                self._adapt_lr(kl)  # before this minibatch's optimizer step
+            actor_loss.backward()
+        finally:
+            v_loss = critic_side.result() if critic_side else None
+        if v_loss is None:
+            v_loss = self._critic_backward(mb)
         grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
         self.optimizer.step()
-        parts = {
-            "surrogate": surrogate.detach(),
-            "value": v_loss.detach(),
-            "entropy": entropy.detach(),
-            "clip": clip_fraction.detach(),
-            "grad_norm": grad_norm.detach(),
+        return torch.stack([surrogate, v_loss, entropy, clip_fraction, grad_norm, kl]).detach().double()
+
+    # ------------------------------------------------------------------ CPU streams
+
+    def _stream_threads(self) -> int:
+        """Torch threads of each of the two streams, or 0 where the work runs as one stream."""
+        n = torch.get_num_threads()
+        return n // 2 if self.device.type == "cpu" and n >= 2 else 0
+
+    @contextmanager
+    def _streams(self):
+        """Yield the threads per stream (0: one stream); this thread runs with that many meanwhile."""
+        n, threads = torch.get_num_threads(), self._stream_threads()
+        if not threads:
+            yield 0
+            return
+        torch.set_num_threads(threads)
+        try:
+            yield threads
+        finally:
+            torch.set_num_threads(n)
+
+    def _reduce(self, sums: torch.Tensor, steps: int, stats: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Every metric of the update in one device-to-host transfer."""
+        extra = torch.stack([
+            stats["rho_clip_fraction"], stats["rho_p99"], stats["log_prob_delta_abs_mean"],
+            self.model.log_std.detach().exp().mean(),
+        ]).double()
+        values = torch.cat([sums / steps, extra, self._lr.reshape(1)]).tolist()
+        m = dict(zip((*_SUMS, "rho_clip", "rho_p99", "lp_delta", "mean_std", "lr"), values, strict=True))
+        self._lr_value = m["lr"]
+        return {
+            "Loss/surrogate": m["surrogate"],
+            "Loss/value": m["value"],
+            "Loss/entropy": m["entropy"],
+            "Loss/learning_rate": self._lr_value,
+            "Train/approx_kl": m["kl"],
+            "Train/clip_fraction": m["clip"],
+            "Train/global_gradient_norm": m["grad_norm"],
+            "Train/vtrace_rho_clip_fraction": m["rho_clip"],
+            "Train/vtrace_rho_p99": m["rho_p99"],
+            "Train/behavior_to_current_log_prob_delta": m["lp_delta"],
+            "Policy/mean_std": m["mean_std"],
         }
-        return kl, parts
 
     @torch.no_grad()
     def _update_target(self) -> None:
         tau = self.cfg.tau
-        for name in ("actor", "log_std"):
-            src, dst = getattr(self.model, name), getattr(self.target, name)
-            src_params = [src] if isinstance(src, nn.Parameter) else list(src.parameters())
-            dst_params = [dst] if isinstance(dst, nn.Parameter) else list(dst.parameters())
-            for s, d in zip(src_params, dst_params, strict=True):
-                d.mul_(1 - tau).add_(s, alpha=tau)
+        src = [self.model.log_std, *self.model.actor.parameters()]
+        dst = [self.target.log_std, *self.target.actor.parameters()]
+        torch._foreach_mul_(dst, 1 - tau)
+        torch._foreach_add_(dst, src, alpha=tau)
 
-    def set_learning_rate(self, lr: float) -> None:
-        self.learning_rate = lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+    # ------------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict:
+        optimizer = self.optimizer.state_dict()
+        # Saved with a plain float lr, as the checkpoint format always had it.
+        optimizer["param_groups"] = [{**g, "lr": self._lr_value} for g in optimizer["param_groups"]]
         return {
             "model": self.model.state_dict(),
             "target": self.target.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "learning_rate": self.learning_rate,
+            "optimizer": optimizer,
+            "learning_rate": self._lr_value,
             "num_updates": self.num_updates,
         }
 
@@ -168,5 +380,51 @@ class APPO:
         self.model.load_state_dict(state["model"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
+        # The saved groups replace ours: keep this optimizer's kernel choice (fused or not) and
+        # its step counters where that kernel wants them (a fused step reads them on the device).
+        fused = bool(self.optimizer.defaults.get("fused"))
+        for group in self.optimizer.param_groups:
+            for key in ("fused", "foreach", "capturable"):
+                if key in self.optimizer.defaults:
+                    group[key] = self.optimizer.defaults[key]
+            for p in group["params"]:
+                st = self.optimizer.state.get(p, {})
+                if fused and isinstance(st.get("step"), torch.Tensor):
+                    st["step"] = st["step"].to(device=p.device, dtype=torch.float32)
         self.num_updates = int(state["num_updates"])
         self.set_learning_rate(float(state["learning_rate"]))
+
+
+class _HelperThread:
+    """One worker thread, started on first use, running a function with a given number of torch threads."""
+
+    def __init__(self):
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, threads: int, fn, *args) -> Future:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="appo-critic")
+        return self._pool.submit(self._run, threads, fn, *args)
+
+    @staticmethod
+    def _run(threads: int, fn, *args):
+        if torch.get_num_threads() != threads:  # per-thread setting: the first task, or a changed split
+            torch.set_num_threads(threads)
+        return fn(*args)
+
+
+class _PhaseClock:
+    """Seconds per phase into `out` (synchronising the device at each lap); a no-op without `out`."""
+
+    def __init__(self, device: torch.device, out: dict | None):
+        self.device, self.out = device, out
+        self.t = time.perf_counter() if out is not None else 0.0
+
+    def lap(self, name: str) -> None:
+        if self.out is None:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        self.out[name] = self.out.get(name, 0.0) + now - self.t
+        self.t = now
