@@ -1,0 +1,30 @@
+"""appo-bench drives the real benchmarks and a real appo-train run, and reports consistent figures."""
+
+import json
+import subprocess
+
+from e2e_helpers import exe
+
+
+def test_appo_bench_small_run_reports_every_part(tmp_path):
+    """Tiny sizes, every part: table printed, JSON complete, ratios consistent with the absolute figures."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [exe("appo-bench"), "--task", "inverted_pendulum", "--num-envs", "32", "--steps-per-env", "8",
+         "--seconds", "0.5", "--iterations", "6", "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert set(res) >= {"physics", "learner", "ingest", "e2e", "ratios"}
+    phys, e2e = res["physics"], res["e2e"]
+    assert phys["physics_ceiling_steps_per_s"] > 0 and phys["collector_steps_per_s"] > 0
+    assert res["ratios"]["collector / physics ceiling"] == phys["collector_steps_per_s"] / phys[
+        "physics_ceiling_steps_per_s"]
+    assert e2e["iterations"] == 6
+    assert e2e["trained_fraction"] == 1.0  # back-pressure: nothing simulated and staged went untrained
+    assert 0.0 <= e2e["learner_wait_fraction"] <= 1.0
+    assert res["learner"]["ours_samples_per_s"] > 0 and res["learner"]["reference_samples_per_s"] > 0
+    for k in ("raw", "zmq", "shm"):
+        assert res["ingest"][k]["rollouts_per_s"] > 0, k
+    assert "collector / physics ceiling" in proc.stdout and "e2e trained fraction" in proc.stdout
