@@ -2,18 +2,23 @@
 
 Readable top to bottom: `process` computes everything that stays fixed during
 the update (normalized observations, values, target log-probs and means, V-trace
-targets, advantages); `update` packs it env-major and runs the epochs x
-minibatches SGD steps with the adaptive learning rate.
+targets, advantages) into one env-major tensor, so that a minibatch is one row
+gather; `update` runs the epochs x minibatches SGD steps with the adaptive
+learning rate.
 
 Nothing inside the minibatch loop waits for the device: the learning rate is a
 0-dim tensor updated on the device from the on-device KL (torch.where, the rule
 of learner/lr_schedule.py) and read by a fused optimizer; losses, KL and gradient
 norms are summed on the device and reduced to floats once per update.
 
-On a CPU with two or more torch threads the actor's and the critic's work (their
-forward, loss and backward are independent) run side by side, on this thread and
-on one helper thread, each with half the threads: the same operations, without
-the per-operation hand-offs between threads that dominate these mid-sized layers.
+On a CPU two more things change how the same operations are scheduled, not what
+they compute.  With two or more torch threads the actor's and the critic's work
+(their forward, loss and backward share no parameters) run side by side, on this
+thread and on one helper thread, each with half the threads, instead of handing
+every mid-sized operation between threads.  And forward/backward passes go
+through a batch a few thousand rows at a time (the gradients of the parts'
+means, weighted by their share of the rows, add up to that of the minibatch
+mean), so activations stay in cache.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ _OPTIMIZERS = {
     "adamw": (torch.optim.AdamW, {}),
     "sgd": (torch.optim.SGD, {"momentum": 0.9}),
 }
+# Rows per forward (and backward) part on a CPU: a [rows, 256] activation stays within a few MB of cache.
+_CPU_CHUNK_ROWS = 4096
 # Per-minibatch sums kept on the device, in this order.
 _SUMS = ("surrogate", "value", "entropy", "clip", "grad_norm", "kl")
 
@@ -109,9 +116,11 @@ class APPO:
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
         self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
-        # The schedule's state: float64 on the training device, so the sequence of rates
-        # equals the float rule's exactly; `learning_rate` is its value as of the last update.
-        self._lr = torch.tensor(float(self.cfg.learning_rate), dtype=torch.float64, device=device)
+        # The schedule's state: float64 on the training device (MPS has no float64: float32), so
+        # the sequence of rates equals the float rule's exactly; `learning_rate` is its value as
+        # of the last update.
+        lr_dtype = torch.float32 if device.type == "mps" else torch.float64
+        self._lr = torch.tensor(float(self.cfg.learning_rate), dtype=lr_dtype, device=device)
         self._lr_value = float(self.cfg.learning_rate)
         self.optimizer, self._opt_lr = make_optimizer(self.cfg.optimizer, self.model.parameters(), self._lr)
         self.num_updates = 0
@@ -124,6 +133,7 @@ class APPO:
             self._actor_losses = torch.compile(self._actor_loss_terms, options=options)
             self._critic_losses = torch.compile(self._critic_loss_terms, options=options)
         self._compiled_shapes: set[torch.Size] = set()  # first call of a shape compiles: not side by side
+        self.chunk_rows = _CPU_CHUNK_ROWS if device.type == "cpu" else 0  # rows per forward/backward part
 
     # ------------------------------------------------------------------ learning rate
 
@@ -165,57 +175,66 @@ class APPO:
     def process(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Fixed quantities of one update from a time-major batch [T, B, ...].
 
+        Everything per sample lands in one env-major tensor ("packed", [B, T, width]): a
+        minibatch (a set of envs, all their steps) is then one contiguous row gather.
         The normalizers do not change during an update, so observations are normalized
-        once here rather than in every minibatch.
+        once here rather than in every minibatch.  On a CPU the forward passes go through
+        the batch a few thousand rows at a time, so their activations stay in cache.
+        The other entries are time-major [T, B, ...] views into "packed".
         """
-        c = self.cfg
-        with self._streams() as threads:
-            critic_side = self._helper.submit(threads, self._values, batch) if threads else None
-            try:
-                obs = self.model.obs_normalizer(batch["obs"])
-                target_mu = self.target.actor(obs)
-                target_log_probs = gaussian_log_prob(target_mu, self.target.log_std, batch["actions"])
-            finally:
-                critic, values, bootstrap = critic_side.result() if critic_side else self._values(batch)
-        vs, advantages = vtrace(
-            batch["log_probs"], target_log_probs, batch["rewards"], values, bootstrap, batch["dones"],
-            c.gamma, c.rho_clip, c.c_clip,
-        )
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        return {
-            "obs_normalized": obs,
-            "critic_normalized": critic,
-            "values": values,
-            "returns": vs,
-            "advantages": advantages,
-            "target_log_probs": target_log_probs,
-            "target_mu": target_mu,
-        }
-
-    @torch.no_grad()
-    def _values(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(normalized critic observations, V(x_t) [T, B], V(x_T) [B])."""
-        critic = self.model.critic_normalizer(batch["critic"])
-        return critic, self.model.critic(critic).squeeze(-1), self.model.value(batch["last_critic"])
-
-    @torch.no_grad()
-    def pack(self, batch: dict[str, torch.Tensor], fixed: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Every per-sample input of the loss in one env-major tensor [N, T, width].
-
-        A minibatch (a set of envs, all their steps) is then one contiguous row gather.
-        """
-        L = self.layout
+        c, L = self.cfg, self.layout
         num_steps, num_envs = batch["log_probs"].shape
-        packed = torch.empty(num_envs, num_steps, L.width, device=self.device, dtype=fixed["values"].dtype)
-        columns = [
-            (L.obs, fixed["obs_normalized"]), (L.critic, fixed["critic_normalized"]), (L.actions, batch["actions"]),
-            (L.target_mu, fixed["target_mu"]), (L.log_probs, batch["log_probs"]),
-            (L.target_log_probs, fixed["target_log_probs"]), (L.values, fixed["values"]),
-            (L.returns, fixed["returns"]), (L.advantages, fixed["advantages"]),
-        ]
-        for cols, x in columns:
-            packed[:, :, cols].copy_(x.transpose(0, 1))
-        return packed
+        packed = torch.empty(num_envs, num_steps, L.width, device=self.device, dtype=batch["obs"].dtype)
+        packed[:, :, L.log_probs] = batch["log_probs"].T
+        with self._streams() as threads:
+            critic_side = self._helper.submit(threads, self._critic_pass, batch, packed) if threads else None
+            try:
+                self._actor_pass(batch, packed)
+            finally:
+                bootstrap = critic_side.result() if critic_side else self._critic_pass(batch, packed)
+        fixed = {k: packed[:, :, getattr(L, k)].transpose(0, 1)
+                 for k in ("target_mu", "target_log_probs", "values", "returns", "advantages")}
+        vs, advantages = vtrace(
+            batch["log_probs"], fixed["target_log_probs"], batch["rewards"], fixed["values"], bootstrap,
+            batch["dones"], c.gamma, c.rho_clip, c.c_clip,
+        )
+        fixed["returns"].copy_(vs)
+        fixed["advantages"].copy_((advantages - advantages.mean()) / (advantages.std() + 1e-8))
+        return {"packed": packed, **fixed}
+
+    def _env_chunks(self, num_envs: int, num_steps: int) -> list[tuple[int, int]]:
+        """Env ranges of about chunk_rows samples on a CPU; the whole batch elsewhere."""
+        per = max(1, self.chunk_rows // num_steps) if self.chunk_rows else num_envs
+        return [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
+
+    @torch.no_grad()
+    def _actor_pass(self, batch: dict[str, torch.Tensor], packed: torch.Tensor) -> None:
+        """Normalized observations, actions, target means and target log-probs into `packed`."""
+        L, target = self.layout, self.target
+        num_steps = packed.shape[1]
+        for a, b in self._env_chunks(packed.shape[0], num_steps):
+            rows = packed[a:b].view(-1, L.width)
+            rows[:, L.obs] = target.obs_normalizer(batch["obs"][:, a:b].transpose(0, 1)).reshape(-1, L.obs.stop)
+            actions = rows[:, L.actions]
+            actions.copy_(batch["actions"][:, a:b].transpose(0, 1).reshape(actions.shape))
+            mu = target.actor(rows[:, L.obs])
+            rows[:, L.target_mu] = mu
+            rows[:, L.target_log_probs] = gaussian_log_prob(mu, target.log_std, actions)
+
+    @torch.no_grad()
+    def _critic_pass(self, batch: dict[str, torch.Tensor], packed: torch.Tensor) -> torch.Tensor:
+        """Normalized critic observations and V(x_t) into `packed`; returns V(x_T) [B]."""
+        L, model = self.layout, self.model
+        width = L.critic.stop - L.critic.start
+        for a, b in self._env_chunks(packed.shape[0], packed.shape[1]):
+            rows = packed[a:b].view(-1, L.width)
+            rows[:, L.critic] = model.critic_normalizer(batch["critic"][:, a:b].transpose(0, 1)).reshape(-1, width)
+            rows[:, L.values] = model.critic(rows[:, L.critic]).squeeze(-1)
+        return model.value(batch["last_critic"])
+
+    def pack(self, batch: dict[str, torch.Tensor], fixed: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The packed per-sample tensor [B, T, width] that `process` filled."""
+        return fixed["packed"]
 
     def update(
         self, batch: dict[str, torch.Tensor], abort=lambda: False, timings: dict | None = None
@@ -230,7 +249,7 @@ class APPO:
         clock = _PhaseClock(self.device, timings)
         fixed = self.process(batch)
         stats = vtrace_stats(batch["log_probs"], fixed["target_log_probs"], c.rho_clip)
-        packed = self.pack(batch, fixed)
+        packed = fixed["packed"]
         del fixed
         clock.lap("process")
         sums, steps = self._minibatch_loop(packed, abort)
@@ -280,33 +299,56 @@ class APPO:
         v_loss = value_loss(values, mb[:, L.values], mb[:, L.returns], c.clip_param, c.use_clipped_value_loss)
         return c.value_loss_coef * v_loss, v_loss
 
-    def _critic_backward(self, mb: torch.Tensor) -> torch.Tensor:
-        weighted, v_loss = self._critic_losses(mb)
-        weighted.backward()
-        return v_loss.detach()
+    def _row_chunks(self, mb: torch.Tensor) -> list[tuple[torch.Tensor, float]]:
+        """(rows, weight) parts of a minibatch: about self.chunk_rows each on a CPU, weight = share of rows."""
+        n = mb.shape[0]
+        parts = mb.tensor_split(max(1, -(-n // self.chunk_rows))) if self.chunk_rows else (mb,)
+        return [(part, part.shape[0] / n) for part in parts]
+
+    def _critic_backward(self, chunks: list[tuple[torch.Tensor, float]]) -> torch.Tensor:
+        total = None
+        for part, w in chunks:
+            weighted, v_loss = self._critic_losses(part)
+            (weighted if w == 1.0 else weighted * w).backward()
+            v_loss = v_loss.detach() * w
+            total = v_loss if total is None else total + v_loss
+        return total
+
+    def _actor_backward(self, chunks: list[tuple[torch.Tensor, float]]) -> torch.Tensor:
+        total = None
+        for part, w in chunks:
+            loss, *terms = self._actor_losses(part, self.target.log_std)
+            (loss if w == 1.0 else loss * w).backward()
+            terms = torch.stack(terms).detach() * w
+            total = terms if total is None else total + terms
+        return total
 
     def _step(self, mb: torch.Tensor, threads: int = 0) -> torch.Tensor:
         """One SGD step; returns this minibatch's `_SUMS` terms as one float64 tensor (no sync).
 
-        The loss is surrogate + value_loss_coef * value loss - entropy_coef * entropy; the
-        critic's term and the actor's share no parameters, so each is backpropagated on
-        its own (side by side when `threads`: the critic's on the helper thread).
+        The loss is surrogate + value_loss_coef * value loss - entropy_coef * entropy, every
+        term a mean over the minibatch.  The critic's term and the actor's share no
+        parameters, so each is backpropagated on its own (side by side when `threads`: the
+        critic's on the helper thread).  On a CPU each goes through the minibatch in parts
+        of about `chunk_rows` rows, the gradients of the parts' means weighted by their share
+        of the rows adding up to the gradient of the minibatch mean, with activations that
+        stay in cache.
         """
         c = self.cfg
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.compiled and mb.shape not in self._compiled_shapes:
-            self._compiled_shapes.add(mb.shape)
+        chunks = self._row_chunks(mb)
+        if self.compiled and any(part.shape not in self._compiled_shapes for part, _ in chunks):
+            self._compiled_shapes.update(part.shape for part, _ in chunks)
             threads = 0
-        critic_side = self._helper.submit(threads, self._critic_backward, mb) if threads else None
+        self.optimizer.zero_grad(set_to_none=True)
+        critic_side = self._helper.submit(threads, self._critic_backward, chunks) if threads else None
         try:
-            actor_loss, surrogate, entropy, clip_fraction, kl = self._actor_losses(mb, self.target.log_std)
-            if c.schedule == "adaptive":
-                self._adapt_lr(kl)  # before this minibatch's optimizer step
-            actor_loss.backward()
+            surrogate, entropy, clip_fraction, kl = self._actor_backward(chunks)
         finally:
             v_loss = critic_side.result() if critic_side else None
         if v_loss is None:
-            v_loss = self._critic_backward(mb)
+            v_loss = self._critic_backward(chunks)
+        if c.schedule == "adaptive":
+            self._adapt_lr(kl)  # before this minibatch's optimizer step
         grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
         self.optimizer.step()
         return torch.stack([surrogate, v_loss, entropy, clip_fraction, grad_norm, kl]).detach().double()

@@ -240,3 +240,33 @@ def test_loads_an_optimizer_saved_without_fused_kernels():
     assert group["fused"] and group["lr"] is b._lr and b.learning_rate == 5e-4
     metrics = b.update(batch)
     assert math.isfinite(metrics["Loss/surrogate"])
+
+
+def test_chunked_process_equals_one_pass(threads):
+    """Forward passes a few envs at a time (as on a CPU at full size) give the one-pass fixed quantities."""
+    appo, batch = _appo(_cfg())
+    whole = {k: v.clone() for k, v in appo.process(batch).items()}
+    appo.chunk_rows = 2 * batch["obs"].shape[0] + 1  # 2 envs a chunk, 8 chunks
+    assert len(appo._env_chunks(16, batch["obs"].shape[0])) == 8
+    chunked = appo.process(batch)
+    for k, v in whole.items():
+        torch.testing.assert_close(chunked[k], v, rtol=1e-6, atol=1e-6)
+    assert not whole["packed"].isnan().any()
+
+
+def test_minibatch_in_parts_gives_the_whole_minibatch_step(threads):
+    """Backpropagating a minibatch in row parts (weighted by their share) is the whole minibatch's step."""
+    results = []
+    for rows in (0, 20):  # 0: one part; 20 rows: 48-row minibatches in 3 parts (16, 16, 16)
+        appo, batch = _appo(_cfg("algo.algorithm.num_learning_epochs=2", "algo.algorithm.num_mini_batches=2"))
+        appo.chunk_rows = rows
+        packed = appo.process(batch)["packed"]
+        assert len(appo._row_chunks(packed[:8].flatten(0, 1))) == (3 if rows else 1)
+        torch.manual_seed(5)
+        metrics = appo.update(batch)
+        results.append((metrics, [p.detach().clone() for p in appo.model.parameters()]))
+    (m1, p1), (m2, p2) = results
+    for a, b in zip(p1, p2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    for k in m1:
+        assert m1[k] == pytest.approx(m2[k], rel=1e-5, abs=1e-7), k
