@@ -80,8 +80,9 @@ def test_preset_applies_for_its_task(task):
     assert c.algo.steps_per_env == preset["steps_per_env"]
     assert c.algo.policy.actor_hidden_dims == preset["policy"]["actor_hidden_dims"]
     assert c.algo.algorithm.learning_rate == preset["algorithm"]["learning_rate"]
+    assert c.algo.algorithm.gamma == preset["algorithm"].get("gamma", 0.99)
     # keys the preset does not name keep their defaults
-    assert c.algo.algorithm.gamma == 0.99
+    assert c.algo.algorithm.clip_param == 0.2
     assert c.training.replay_queue_size == PRESETS[task].get("training", {}).get("replay_queue_size", 3)
     assert c.training.ring_slots == 4
 

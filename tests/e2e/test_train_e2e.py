@@ -5,7 +5,7 @@ import signal
 import subprocess
 
 import yaml
-from e2e_helpers import children, exe, read_summary, wait_for
+from e2e_helpers import children, exe, read_summary, scalars, wait_for
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 TINY = [
@@ -139,9 +139,18 @@ def test_go2_smoke_run(tmp_path, shm_root):
 def test_two_local_collectors_both_feed_the_learner(tmp_path, shm_root):
     """appo-train --collectors 2: rollouts from both shared-memory collectors are trained on."""
     run = tmp_path / "run"
-    proc = subprocess.run([exe("appo-train"), "--task", "inverted_pendulum", "--collectors", "2", "--log-dir", str(run),
-                           *TINY, "algo.max_iterations=8", f"transport.shm_root={shm_root}"],
-                          capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Runs until both have been trained on: the first collector up can fill many tiny laps
+    # before the second has imported torch, so a fixed iteration count would race.
+    proc = subprocess.Popen([exe("appo-train"), "--task", "inverted_pendulum", "--collectors", "2",
+                             "--log-dir", str(run), *TINY, "algo.max_iterations=100000",
+                             "algo.save_interval=100000", f"transport.shm_root={shm_root}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: all(scalars(run, f"Collectors/local-{i}/rollouts") for i in (0, 1)), 120,
+                 "rollouts of both collectors trained on")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
     per_collector = read_summary(run)["rollouts_per_collector"]
     assert set(per_collector) == {"local-0", "local-1"} and min(per_collector.values()) >= 1
