@@ -6,6 +6,7 @@
 
 Each part runs as its own process (own threads, own GIL), one after the other:
   physics    threaded MuJoCo stepping, random actions, no policy      (python -m collector.bench)
+             and the same fed the actions the collector's policy sampled (the collector's own physics)
   collector  the real rollout loop: inference + recording, no learner (same process as physics, interleaved)
   learner    process + update on synthetic rollouts, ours against a
              straightforward reference loop, with per-phase times       (python -m learner.bench_update)
@@ -43,8 +44,10 @@ def _run_json(args: list[str], out: Path, timeout: float) -> dict:
 
 
 def bench_physics(task: str, num_envs: int, seconds: float, tmp: Path) -> dict:
-    return _run_json(["collector.bench", "--task", task, "--num-envs", str(num_envs),
-                      "--seconds", str(seconds)], tmp / "physics.json", timeout=60 + 8 * seconds)
+    # The replay ceiling also steps the physics with the collector's own sampled actions:
+    # held random actions let Go2 robots settle into poses that are cheaper to simulate.
+    return _run_json(["collector.bench", "--task", task, "--num-envs", str(num_envs), "--replay-ceiling",
+                      "--seconds", str(seconds)], tmp / "physics.json", timeout=60 + 12 * seconds)
 
 
 def bench_learner(task: str, num_envs: int, steps: int, seconds: float, tmp: Path) -> dict:
@@ -121,6 +124,8 @@ def ratios(res: dict) -> dict:
     phys, learn, ingest, e2e = (res.get(k) for k in PARTS)
     if phys:
         out["collector / physics ceiling"] = phys["ratio"]
+        if "replay_ratio" in phys:
+            out["collector / replay ceiling (its own actions)"] = phys["replay_ratio"]
     if learn:
         out["learner ours / reference loop"] = learn["ratio"]
     if ingest:
@@ -141,6 +146,8 @@ def print_table(res: dict) -> None:
     if phys:
         rows += [("physics ceiling", f"{phys['physics_ceiling_steps_per_s']:,.0f} env-steps/s"),
                  ("collector alone", f"{phys['collector_steps_per_s']:,.0f} env-steps/s")]
+        if "replay_ceiling_steps_per_s" in phys:
+            rows.append(("physics, collector's actions", f"{phys['replay_ceiling_steps_per_s']:,.0f} env-steps/s"))
     if learn:
         rows += [("learner (ours)", f"{learn['ours_samples_per_s']:,.0f} samples/s  "
                                     f"({learn['ours_env_steps_per_s']:,.0f} env-steps/s at "

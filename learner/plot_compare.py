@@ -1,4 +1,5 @@
-"""Several runs' mean episode return against wall time on one plot (ours, other settings, other tools).
+"""Several runs' mean episode return (or another scalar) against wall time on one plot
+(ours, other settings, other tools).
 
     python -m learner.plot_compare --out docs/half_cheetah_8min.png \
         "preset=logs/appo/half_cheetah/<run>" "5 epochs=logs/appo/half_cheetah/<other>"
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", nargs="+", type=parse_run, help="LABEL=RUN_DIR")
     p.add_argument("--out", type=Path, required=True, help="PNG to write")
     p.add_argument("--title", default="")
+    p.add_argument("--tag", default="Train/mean_reward", help="scalar to plot (e.g. Train/mean_episode_length)")
+    p.add_argument("--ylabel", default="mean episode return (training episodes)")
     p.add_argument("--target", type=float, help="draw a horizontal line at this return")
     args = p.parse_args(argv)
 
@@ -51,13 +54,13 @@ def main(argv: list[str] | None = None) -> int:
 
     fig, ax = plt.subplots(figsize=(8, 5))
     for label, run in args.runs:
-        minutes, values = reward_vs_time(run)
+        minutes, values = reward_vs_time(run, args.tag)
         ax.plot(minutes, values, label=label)
         print(f"{label}: {len(values)} points, last {values[-1]:.0f} at {minutes[-1]:.1f} min")
     if args.target is not None:
         ax.axhline(args.target, color="grey", linestyle="--", label=f"target {args.target:g}")
     ax.set_xlabel("wall time (minutes)")
-    ax.set_ylabel("mean episode return (training episodes)")
+    ax.set_ylabel(args.ylabel)
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(args.title)
