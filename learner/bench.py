@@ -106,9 +106,15 @@ def steady_state(summary: dict, scalars: dict, warmup_fraction: float = 0.2) -> 
     }
 
 
+def _sibling_script(name: str) -> str:
+    """An entry point installed beside this interpreter (a venv's bin/ need not be on PATH)."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() else shutil.which(name) or name
+
+
 def bench_e2e(task: str, num_envs: int, steps: int, iterations: int, collectors: int, tmp: Path) -> dict:
     log_dir = tmp / "logs"
-    cmd = [shutil.which("appo-train") or "appo-train", "--task", task, "--collectors", str(collectors),
+    cmd = [_sibling_script("appo-train"), "--task", task, "--collectors", str(collectors),
            f"algo.num_envs={num_envs}", f"algo.steps_per_env={steps}", f"algo.max_iterations={iterations}",
            f"algo.save_interval={iterations}", f"training.log_dir={log_dir}", "training.run_name=bench",
            "training.console=false"]

@@ -126,11 +126,13 @@ class Learner:
     def _lap(self) -> bool:
         self._check_health()
         t0 = time.perf_counter()
-        slots = self._wait_for_rollouts()
-        if not slots:
-            return False
-        t1 = time.perf_counter()
-        fresh = self._stage(slots)
+        fresh: list[int] = []
+        while not fresh:  # every rollout taken may have gone stale while it waited in the ring
+            slots = self._wait_for_rollouts()
+            if not slots:
+                return False
+            t1 = time.perf_counter()
+            fresh = self._stage(slots)
         t2 = time.perf_counter()
         active = self.staging.active()
         batch = self.staging.batch(active)
@@ -188,6 +190,10 @@ class Learner:
         fresh = []
         for slot in slots:
             meta = self.ring.meta[slot]
+            if self.receiver.too_stale(meta.policy_version):
+                self.receiver.refuse_stale(meta.collector, meta.policy_version)
+                self.ring.release(slot)
+                continue
             fresh.append(self.staging.stage(self.ring, slot))
             self.episodes.add(meta.stats)
             self.per_collector[meta.collector] += 1

@@ -37,6 +37,8 @@ class Receiver(threading.Thread):
         self.max_policy_lag = max_policy_lag
         self.stop_event = threading.Event()
         self.refused: Counter[str] = Counter()
+        # Refused by the learner's thread when it took them from the ring (see refuse_stale).
+        self.refused_at_staging: Counter[str] = Counter()
         self._log_refused = RateLimitedLog()
         self.received = 0
         self.error: BaseException | None = None
@@ -57,7 +59,7 @@ class Receiver(threading.Thread):
                 self.refused["future_policy_version"] += 1
                 self._log_refused("future_policy_version", collector=arrival.collector)
                 return
-            if self.max_policy_lag is not None and lag > self.max_policy_lag:
+            if self.too_stale(arrival.policy_version):
                 self.refused["stale_policy"] += 1
                 self._log_refused("stale_policy", collector=arrival.collector, lag=lag)
                 return
@@ -82,8 +84,20 @@ class Receiver(threading.Thread):
         self.ring.publish(slot, SlotMeta(arrival.collector, arrival.seq, arrival.policy_version, arrival.stats))
         self.received += 1
 
+    def too_stale(self, policy_version: int) -> bool:
+        """Whether a rollout of this version is past max_policy_lag now (checked again at staging:
+        with back-pressure a rollout admitted in time may wait in the ring while the learner moves on)."""
+        return self.max_policy_lag is not None and self.current_version() - policy_version > self.max_policy_lag
+
+    def refuse_stale(self, collector: str, policy_version: int) -> None:
+        """Count a rollout the learner dropped at staging (called from the learner's thread only)."""
+        self.refused_at_staging["stale_policy"] += 1
+        self._log_refused("stale_policy", collector=collector, lag=self.current_version() - policy_version)
+
     def refused_counts(self) -> dict[str, int]:
         out = dict(self.refused)
+        for k, v in self.refused_at_staging.items():
+            out[k] = out.get(k, 0) + v
         for k, v in getattr(self.transport, "refused", {}).items():
             out[k] = out.get(k, 0) + v
         return out

@@ -86,7 +86,9 @@ def test_rollouts_beyond_max_policy_lag_are_refused(tmp_path):
     from common.zmq_collector import CollectorZmq
 
     port = free_port()
-    learner, run = _learner(tmp_path, port, "training.max_policy_lag=3")
+    # A pool as large as the ring: each lap takes every ready rollout, so the fast collector's
+    # rollouts never wait in the ring long enough to go stale themselves.
+    learner, run = _learner(tmp_path, port, "training.max_policy_lag=3", "training.replay_queue_size=4")
     fast, _ = _collector(tmp_path, port, "fast")
     # The slowed collector: the real transport, env and rollout loop, run by hand so it can stall on purpose.
     cfg = load_config(TINY[2:], extra={"task": "inverted_pendulum"}, environ={})

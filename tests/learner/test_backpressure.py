@@ -68,3 +68,20 @@ def test_overwrite_drains_everything_and_reports_the_waste(tmp_path):
     finally:
         learner.metrics.close()
         transport.close()
+
+
+def test_rollouts_that_went_stale_in_the_ring_are_refused_at_staging(tmp_path):
+    """A rollout admitted in time but past max_policy_lag when taken from the ring is dropped and counted."""
+    learner, transport = _learner(tmp_path, "wait")
+    try:
+        learner.receiver.max_policy_lag = 3
+        _fill_ring(learner, 2)  # made with version 0
+        learner.progress.policy_version = 4
+        _fill_ring(learner, 1, seq0=2)  # made with version 4
+        assert learner._lap()
+        assert learner.receiver.refused_counts() == {"stale_policy": 2}
+        assert learner.progress.total_env_steps == learner.spec.env_steps  # only the fresh one was staged
+        assert learner.ring.occupancy() == 0
+    finally:
+        learner.metrics.close()
+        transport.close()
