@@ -41,6 +41,20 @@ class StepResult:
     final_critic: np.ndarray  # [N, critic_dim] float32, likewise
     terms: dict[str, np.ndarray]  # spec.reward_terms -> [N] float32, costs negative
 
+    @classmethod
+    def zeros(cls, n: int, obs_dim: int, critic_dim: int, reward_terms) -> StepResult:
+        """Preallocated buffers an environment fills in place on every step."""
+        return cls(
+            obs=np.zeros((n, obs_dim), np.float32),
+            critic=np.zeros((n, critic_dim), np.float32),
+            rewards=np.zeros(n, np.float32),
+            terminated=np.zeros(n, bool),
+            truncated=np.zeros(n, bool),
+            final_obs=np.zeros((n, obs_dim), np.float32),
+            final_critic=np.zeros((n, critic_dim), np.float32),
+            terms={name: np.zeros(n, np.float32) for name in reward_terms},
+        )
+
 
 class BatchedEnv(ABC):
     """Base of the tasks: a Gymnasium v5 MuJoCo environment, N at a time.
@@ -88,17 +102,7 @@ class BatchedEnv(ABC):
         self._terms64 = {name: np.zeros(num_envs) for name in self.spec.reward_terms}
         self._reward64 = np.zeros(num_envs)
         self._done = np.zeros(num_envs, bool)
-        n, spec = num_envs, self.spec
-        self._result = StepResult(
-            obs=np.zeros((n, spec.obs_dim), np.float32),
-            critic=np.zeros((n, spec.critic_dim), np.float32),
-            rewards=np.zeros(n, np.float32),
-            terminated=np.zeros(n, bool),
-            truncated=np.zeros(n, bool),
-            final_obs=np.zeros((n, spec.obs_dim), np.float32),
-            final_critic=np.zeros((n, spec.critic_dim), np.float32),
-            terms={name: np.zeros(n, np.float32) for name in spec.reward_terms},
-        )
+        self._result = StepResult.zeros(num_envs, self.spec.obs_dim, self.spec.critic_dim, self.spec.reward_terms)
 
     # ------------------------------------------------------------------ public
 
@@ -294,17 +298,8 @@ class EnvGroups:
         self.max_episode_steps = envs[0].max_episode_steps
         self.overlap = overlap
         self.rng = np.random.default_rng(seed)
-        n, spec = self.num_envs, self.spec
-        self._result = StepResult(
-            obs=np.zeros((n, spec.obs_dim), np.float32),
-            critic=np.zeros((n, spec.critic_dim), np.float32),
-            rewards=np.zeros(n, np.float32),
-            terminated=np.zeros(n, bool),
-            truncated=np.zeros(n, bool),
-            final_obs=np.zeros((n, spec.obs_dim), np.float32),
-            final_critic=np.zeros((n, spec.critic_dim), np.float32),
-            terms={name: np.zeros(n, np.float32) for name in spec.reward_terms},
-        )
+        self._result = StepResult.zeros(self.num_envs, self.spec.obs_dim, self.spec.critic_dim,
+                                        self.spec.reward_terms)
 
     @classmethod
     def build(cls, factory, num_envs: int, groups: int, num_threads: int, seed) -> EnvGroups:

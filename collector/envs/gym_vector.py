@@ -42,17 +42,7 @@ class GymVectorEnv:
         self._result = self._allocate()
 
     def _allocate(self) -> StepResult:
-        n, s = self.num_envs, self.spec
-        return StepResult(
-            obs=np.zeros((n, s.obs_dim), np.float32),
-            critic=np.zeros((n, s.critic_dim), np.float32),
-            rewards=np.zeros(n, np.float32),
-            terminated=np.zeros(n, bool),
-            truncated=np.zeros(n, bool),
-            final_obs=np.zeros((n, s.obs_dim), np.float32),
-            final_critic=np.zeros((n, s.critic_dim), np.float32),
-            terms={"reward": np.zeros(n, np.float32)},
-        )
+        return StepResult.zeros(self.num_envs, self.spec.obs_dim, self.spec.critic_dim, ("reward",))
 
     def reset(self) -> tuple[np.ndarray, np.ndarray]:
         """Start a new episode in every copy (seeded seed, seed+1, ... on the first call)."""
