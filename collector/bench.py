@@ -2,14 +2,18 @@
 
     python -m collector.bench --task half_cheetah --num-envs 512
 
-ceiling:   env.step of one batch of N envs with random actions (threaded physics + vectorised
-           obs/reward), no policy; one action array drawn per round and held
+ceiling:   env.step of one batch of N envs (threaded physics + vectorised obs/reward), no policy,
+           with random actions drawn afresh each step from the initial policy's distribution,
+           N(0, init_noise_std^2) per action dim (arrays drawn before the clock starts)
 collector: the real rollout loop on the collector's env (make_collector_env: two double-buffered
            groups from 256 envs on) with policy inference, recording and timeout bootstrap, no learner
+held:      (--held-ceiling) the ceiling's env.step with one uniform [-1, 1] action array per round, held
 replay:    (--replay-ceiling) the ceiling's env.step fed the actions the collector's policy sampled in
-           its last rollout, cycled: the collector's own physics workload without the policy.  The
-           physics cost per step depends on the actions: held actions let Go2 robots settle into
-           cheap static poses, varying ones do not.
+           its last rollout, cycled: the collector's own physics workload without the policy.
+
+The physics cost per step depends on the actions: held actions let Go2 robots settle into cheap
+static poses, uniform [-1, 1] drawn every step makes them flail (dearer than any policy's
+actions), hence a ceiling drawn from the distribution the collector's policy samples at the start.
 
 `run(...)` returns the figures as a dict (the --json file's content).
 """
@@ -30,14 +34,30 @@ from common.cores import split_cores, usable_cores
 from common.rollout_spec import allocate
 
 
-def measure_ceiling(env, seconds: float, rng: np.random.Generator) -> float:
-    actions = rng.uniform(-1, 1, size=(env.num_envs, env.spec.act_dim)).astype(np.float32)
+def measure_physics(env, seconds: float, actions: list[np.ndarray]) -> float:
+    """env.step throughput from reset, step k taking actions[k % len(actions)] (no policy)."""
     env.reset()
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        env.step(actions)
+        env.step(actions[steps % len(actions)])
         steps += 1
     return steps * env.num_envs / (time.perf_counter() - start)
+
+
+def random_policy_actions(env, std: float, count: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """`count` action arrays drawn from N(0, std^2), the initial policy's spread around a zero mean."""
+    shape = (env.num_envs, env.spec.act_dim)
+    return [(std * rng.standard_normal(shape)).astype(np.float32) for _ in range(count)]
+
+
+def held_actions(env, rng: np.random.Generator) -> list[np.ndarray]:
+    """One uniform [-1, 1] action array, to be held for a whole measurement."""
+    return [rng.uniform(-1, 1, size=(env.num_envs, env.spec.act_dim)).astype(np.float32)]
+
+
+def replay_actions(rollout_actions: np.ndarray) -> list[np.ndarray]:
+    """A rollout's actions [N, T, act_dim] as T per-step arrays."""
+    return [np.ascontiguousarray(rollout_actions[:, t]) for t in range(rollout_actions.shape[1])]
 
 
 def measure_collector(collector, seconds: float, out: dict[str, np.ndarray] | None = None) -> tuple[float, dict]:
@@ -57,20 +77,9 @@ def measure_collector(collector, seconds: float, out: dict[str, np.ndarray] | No
     return rate, {"infer_ms": infer_ms / steps, "step_ms": step_ms / steps}
 
 
-def measure_replay(env, seconds: float, actions: np.ndarray) -> float:
-    """env.step fed actions [N, T, act_dim] (a rollout's), step t using actions[:, t % T]."""
-    steps_t = [np.ascontiguousarray(actions[:, t]) for t in range(actions.shape[1])]
-    env.reset()
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        env.step(steps_t[steps % len(steps_t)])
-        steps += 1
-    return steps * env.num_envs / (time.perf_counter() - start)
-
-
 def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 2,
-        replay_ceiling: bool = False) -> dict:
-    """Interleaved ceiling/collector(/replay) rounds in this process; the figures as a JSON-ready dict."""
+        replay_ceiling: bool = False, held_ceiling: bool = False) -> dict:
+    """Interleaved ceiling/collector(/held/replay) rounds in this process; the figures as a JSON-ready dict."""
     from collector.envs import make_collector_env, make_env
     from collector.rollout import Collector
 
@@ -81,41 +90,50 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
     collector_env = make_collector_env(task, num_envs, threads, seed=0)
     collector = Collector(cfg, collector_env, channel=None, stop_event=threading.Event())
     rng = np.random.default_rng(0)
+    random_actions = random_policy_actions(env, cfg.algo.policy.init_noise_std, cfg.algo.steps_per_env, rng)
     out = allocate(collector.spec)
-    ceiling, ours, phases, replay = [], [], [], []
+    figures: dict[str, list[float]] = {"physics_ceiling_steps_per_s": [], "collector_steps_per_s": []}
+    phases = []
     try:
         # Interleaved rounds so all see the same machine load.
         for _ in range(rounds):
-            ceiling.append(measure_ceiling(env, seconds, rng))
+            figures["physics_ceiling_steps_per_s"].append(measure_physics(env, seconds, random_actions))
             rate, phase = measure_collector(collector, seconds, out)
-            ours.append(rate)
+            figures["collector_steps_per_s"].append(rate)
             phases.append(phase)
+            if held_ceiling:
+                figures.setdefault("held_ceiling_steps_per_s", []).append(
+                    measure_physics(env, seconds, held_actions(env, rng)))
             if replay_ceiling:
-                replay.append(measure_replay(env, seconds, out["actions"]))
+                figures.setdefault("replay_ceiling_steps_per_s", []).append(
+                    measure_physics(env, seconds, replay_actions(out["actions"])))
     finally:
         env.close()
         collector_env.close()
+    median = {k: float(np.median(v)) for k, v in figures.items()}
+    ours = median["collector_steps_per_s"]
     extra = {}
-    if replay_ceiling:
-        extra = {"replay_ceiling_steps_per_s": float(np.median(replay)),
-                 "replay_ratio": float(np.median(ours) / np.median(replay))}
+    for name in ("held", "replay"):
+        if f"{name}_ceiling_steps_per_s" in median:
+            extra[f"{name}_ceiling_steps_per_s"] = median[f"{name}_ceiling_steps_per_s"]
+            extra[f"{name}_ratio"] = ours / median[f"{name}_ceiling_steps_per_s"]
     return {
         "task": task,
         "num_envs": num_envs,
         "mujoco_threads": threads,
         "collector_groups": len(collector.groups),
         "steps_per_env": cfg.algo.steps_per_env,
-        "physics_ceiling_steps_per_s": float(np.median(ceiling)),
-        "collector_steps_per_s": float(np.median(ours)),
-        "ratio": float(np.median(ours) / np.median(ceiling)),
+        "random_action_std": cfg.algo.policy.init_noise_std,
+        "physics_ceiling_steps_per_s": median["physics_ceiling_steps_per_s"],
+        "collector_steps_per_s": ours,
+        "ratio": ours / median["physics_ceiling_steps_per_s"],
         # Per control step of all N envs, main thread: policy inference + recording, and stepping
         # the env (with two groups: waiting for the physics and the NumPy work of each step).
         "collector_infer_ms_per_step": float(np.median([p["infer_ms"] for p in phases])),
         "collector_env_ms_per_step": float(np.median([p["step_ms"] for p in phases])),
-        "ceiling_ms_per_step": float(num_envs / np.median(ceiling) * 1e3),
+        "ceiling_ms_per_step": float(num_envs / median["physics_ceiling_steps_per_s"] * 1e3),
         **extra,
-        "rounds": {"physics_ceiling_steps_per_s": ceiling, "collector_steps_per_s": ours,
-                   **({"replay_ceiling_steps_per_s": replay} if replay_ceiling else {})},
+        "rounds": figures,
         "machine": f"{platform.machine()}, {usable_cores()} cores, {platform.processor() or platform.platform()}",
         "date": time.strftime("%Y-%m-%d"),
     }
@@ -131,17 +149,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="alternate ceiling/collector this many times")
     p.add_argument("--replay-ceiling", action="store_true",
                    help="also measure env.step replaying the collector's sampled actions (see above)")
+    p.add_argument("--held-ceiling", action="store_true",
+                   help="also measure env.step with one uniform random action array held (see above)")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_intermixed_args(argv)
 
-    result = run(args.task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling)
+    result = run(args.task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling,
+                 args.held_ceiling)
     print(f"task {args.task}  envs {args.num_envs}  mujoco threads {result['mujoco_threads']}  "
           f"collector groups {result['collector_groups']}")
-    print(f"physics ceiling : {result['physics_ceiling_steps_per_s']:12,.0f} env-steps/s")
+    print(f"physics ceiling : {result['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
+          f"(random actions, std {result['random_action_std']})")
     print(f"collector       : {result['collector_steps_per_s']:12,.0f} env-steps/s  "
           f"(main thread per step: inference {result['collector_infer_ms_per_step']:.1f} ms, "
           f"env {result['collector_env_ms_per_step']:.1f} ms)")
     print(f"ratio           : {result['ratio']:12.3f}")
+    if args.held_ceiling:
+        print(f"held ceiling    : {result['held_ceiling_steps_per_s']:12,.0f} env-steps/s  "
+              f"(collector / held {result['held_ratio']:.3f})")
     if args.replay_ceiling:
         print(f"replay ceiling  : {result['replay_ceiling_steps_per_s']:12,.0f} env-steps/s  "
               f"(collector / replay {result['replay_ratio']:.3f})")

@@ -18,14 +18,22 @@ def usable_cores() -> int:
     return max(1, cores)
 
 
-def split_cores(total: int, num_collectors: int, learner_threads: int = 0, collector_threads: int = 0) -> tuple[int, int]:
+def split_cores(total: int, num_collectors: int, learner_threads: int = 0, collector_threads: int = 0,
+                accelerator: bool = False) -> tuple[int, int]:
     """(learner torch threads, MuJoCo threads per collector) that do not oversubscribe `total`.
 
     Zero means automatic: the learner takes half (at least one core), the collectors
-    share the rest.  Explicit values are kept as given.
+    share the rest.  A learner training on an accelerator (`accelerator`) only feeds
+    it, so it keeps one core (two from 8 cores on) and the collectors get the rest.
+    Explicit values are kept as given.
     """
     if not learner_threads:
-        learner_threads = max(1, total // 2) if num_collectors else total
+        if not num_collectors:
+            learner_threads = total
+        elif accelerator:
+            learner_threads = 2 if total >= 8 else 1
+        else:
+            learner_threads = max(1, total // 2)
     if not collector_threads:
         collector_threads = max(1, (total - learner_threads) // max(1, num_collectors))
     return learner_threads, collector_threads

@@ -5,8 +5,9 @@
     appo-bench --only physics,learner --seconds 5      # a subset
 
 Each part runs as its own process (own threads, own GIL), one after the other:
-  physics    threaded MuJoCo stepping, random actions, no policy      (python -m collector.bench)
-             and the same fed the actions the collector's policy sampled (the collector's own physics)
+  physics    threaded MuJoCo stepping, no policy, with random actions drawn each step from the
+             initial policy's spread (the ceiling), with one held uniform array, and fed the
+             actions the collector's policy sampled (the collector's own physics)  (python -m collector.bench)
   collector  the real rollout loop: inference + recording, no learner (same process as physics, interleaved)
   learner    process + update on synthetic rollouts, ours against a
              straightforward reference loop, with per-phase times       (python -m learner.bench_update)
@@ -44,10 +45,10 @@ def _run_json(args: list[str], out: Path, timeout: float) -> dict:
 
 
 def bench_physics(task: str, num_envs: int, seconds: float, tmp: Path) -> dict:
-    # The replay ceiling also steps the physics with the collector's own sampled actions:
-    # held random actions let Go2 robots settle into poses that are cheaper to simulate.
+    # The physics cost per step depends on the actions (collector.bench's docstring), so the
+    # held-action and the collector's-own-actions ceilings are measured beside the random one.
     return _run_json(["collector.bench", "--task", task, "--num-envs", str(num_envs), "--replay-ceiling",
-                      "--seconds", str(seconds)], tmp / "physics.json", timeout=60 + 12 * seconds)
+                      "--held-ceiling", "--seconds", str(seconds)], tmp / "physics.json", timeout=60 + 16 * seconds)
 
 
 def bench_learner(task: str, num_envs: int, steps: int, seconds: float, tmp: Path) -> dict:
@@ -130,6 +131,8 @@ def ratios(res: dict) -> dict:
     phys, learn, ingest, e2e = (res.get(k) for k in PARTS)
     if phys:
         out["collector / physics ceiling"] = phys["ratio"]
+        if "held_ratio" in phys:
+            out["collector / held-action ceiling"] = phys["held_ratio"]
         if "replay_ratio" in phys:
             out["collector / replay ceiling (its own actions)"] = phys["replay_ratio"]
     if learn:
@@ -150,8 +153,11 @@ def print_table(res: dict) -> None:
     rows: list[tuple[str, str]] = []
     phys, learn, ingest, e2e = (res.get(k) for k in PARTS)
     if phys:
-        rows += [("physics ceiling", f"{phys['physics_ceiling_steps_per_s']:,.0f} env-steps/s"),
+        rows += [("physics ceiling", f"{phys['physics_ceiling_steps_per_s']:,.0f} env-steps/s  (random actions, "
+                                     f"std {phys.get('random_action_std', '?')})"),
                  ("collector alone", f"{phys['collector_steps_per_s']:,.0f} env-steps/s")]
+        if "held_ceiling_steps_per_s" in phys:
+            rows.append(("physics, held random actions", f"{phys['held_ceiling_steps_per_s']:,.0f} env-steps/s"))
         if "replay_ceiling_steps_per_s" in phys:
             rows.append(("physics, collector's actions", f"{phys['replay_ceiling_steps_per_s']:,.0f} env-steps/s"))
     if learn:

@@ -12,7 +12,7 @@ from common.cli import add_config_args, install_stop_handlers
 from common.cores import split_cores, usable_cores
 from common.logging import get_logger, setup_logging
 from common.shm_transport import LearnerShm
-from learner.learner import CollectorsGone
+from learner.learner import CollectorsGone, resolve_device
 from learner.local_collectors import LocalCollectors
 from learner.session import add_run_args, prepare
 from learner.status import start_learner_status
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         print("error: training.deterministic=true runs exactly one collector (--collectors 1)", file=sys.stderr)
         return 2
     learner_threads, collector_threads = split_cores(
-        usable_cores(), args.collectors, cfg.training.learner_threads, cfg.training.collector_threads
+        usable_cores(), args.collectors, cfg.training.learner_threads, cfg.training.collector_threads,
+        accelerator=resolve_device(cfg.training.device).type != "cpu",
     )
     torch.set_num_threads(1 if cfg.training.deterministic else learner_threads)
     log.info("run", dir=str(session.run_dir), task=cfg.task, learner_threads=learner_threads,

@@ -51,10 +51,11 @@ def make_env(task: str, num_envs: int, num_threads: int, seed: int,
 def make_collector_env(task: str, num_envs: int, num_threads: int, seed: int,
                        max_episode_steps: int | None = None) -> BatchedEnv | EnvGroups:
     """The collector's env: a built-in task from COLLECTOR_SPLIT_MIN_ENVS envs on is an EnvGroups of two
-    halves (their physics overlaps the collector's inference), sharing `num_threads`; otherwise `make_env`'s."""
+    halves (their physics overlaps the collector's inference), taking turns on `num_threads`; otherwise
+    `make_env`'s."""
     if task in TASKS and num_envs >= COLLECTOR_SPLIT_MIN_ENVS:
-        def factory(n: int, threads: int, seed: int) -> BatchedEnv:
-            return TASKS[task](n, threads, seed, max_episode_steps=max_episode_steps)
+        def factory(n: int, threads: int, seed: int, stepper) -> BatchedEnv:
+            return TASKS[task](n, threads, seed, max_episode_steps=max_episode_steps, stepper=stepper)
 
         return EnvGroups.build(factory, num_envs, COLLECTOR_GROUPS, num_threads, seed)
     return make_env(task, num_envs, num_threads, seed, max_episode_steps)

@@ -89,15 +89,26 @@ def _ids_arg(ids: np.ndarray | None) -> tuple[int | None, int]:
     return ids.ctypes.data, len(ids)
 
 
+def make_stepper() -> ThreadPoolExecutor:
+    """A thread for NativeBatch.step_async: one, so the batches sharing it never step at the same time."""
+    return ThreadPoolExecutor(1, thread_name_prefix="mjbatch")
+
+
 class NativeBatch:
     """nsim simulations of a copy of `model` on `nthread` threads (the caller's included).
+
+    `stepper` is the one thread that runs `step_async`.  Batches handed the same
+    stepper step one after another, each on all of its own threads, so a second
+    batch's physics queues behind the first instead of splitting the cores with
+    it (None: the batch makes its own on first use and shuts it down on close).
 
     `state`, `component()` and `output()` are views of the batch's own memory:
     they must not be used after `close()` or once the batch is garbage, nor
     between `step_async()` and `wait()`, while the physics writes them.
     """
 
-    def __init__(self, model: mujoco.MjModel, nsim: int, nthread: int, persistent: bool):
+    def __init__(self, model: mujoco.MjModel, nsim: int, nthread: int, persistent: bool,
+                 stepper: ThreadPoolExecutor | None = None):
         self.model = model
         self.nsim = nsim
         config = _Config()
@@ -115,8 +126,9 @@ class NativeBatch:
         self.state = np.ctypeslib.as_array(C.cast(self._state_addr, C.POINTER(C.c_double)),
                                            shape=(nsim, self.nstate))
         self._status = np.ctypeslib.as_array(_LIB.mjb_status(self._b), shape=(nsim,))
-        # step_async's thread (made on first use): the "caller" of the batch's threads.
-        self._worker: ThreadPoolExecutor | None = None
+        # step_async's thread: the "caller" of the batch's threads.
+        self._worker: ThreadPoolExecutor | None = stepper
+        self._owns_worker = stepper is None
         self._pending: Future | None = None
 
     def component(self, bit: mujoco.mjtState) -> np.ndarray:
@@ -159,7 +171,7 @@ class NativeBatch:
         """
         self._check_idle()
         if self._worker is None:
-            self._worker = ThreadPoolExecutor(1, thread_name_prefix="mjbatch")
+            self._worker = make_stepper()
         self._pending = self._worker.submit(self._step, nstep, None, stage)
 
     def wait(self) -> None:
@@ -196,7 +208,8 @@ class NativeBatch:
             except RuntimeError:
                 pass
             finally:
-                self._worker.shutdown()
+                if self._owns_worker:
+                    self._worker.shutdown()
                 self._worker = None
         self._free()
         self._b = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -18,7 +19,7 @@ import gymnasium
 import mujoco
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_NONE, NativeBatch
+from collector.envs._mjbatch import STAGE_NONE, NativeBatch, make_stepper
 from common.task_spec import TaskSpec, task_spec
 
 GYM_ASSETS = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
@@ -77,7 +78,9 @@ class BatchedEnv(ABC):
     step_stage: int = STAGE_NONE
 
     def __init__(self, num_envs: int, num_threads: int, seed: int,
-                 max_episode_steps: int | None = None):
+                 max_episode_steps: int | None = None, stepper: ThreadPoolExecutor | None = None):
+        """stepper: the thread `step_async` runs the physics on, shared by envs that must take turns
+        (see NativeBatch); None: the env's own."""
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if max_episode_steps is not None and max_episode_steps < 1:
@@ -90,7 +93,7 @@ class BatchedEnv(ABC):
         self._check_spec()
         self.rng = np.random.default_rng(seed)
         self._closed = False
-        self._sim = NativeBatch(self.model, num_envs, num_threads, self.persistent)
+        self._sim = NativeBatch(self.model, num_envs, num_threads, self.persistent, stepper)
         self.qpos = self._sim.component(mujoco.mjtState.mjSTATE_QPOS)
         self.qvel = self._sim.component(mujoco.mjtState.mjSTATE_QVEL)
         self._ctrl = self._sim.component(mujoco.mjtState.mjSTATE_CTRL)
@@ -275,16 +278,22 @@ class EnvGroups:
     group's physics runs on MuJoCo's native threads (`step_async`, GIL released),
     the main thread finishes the other group's step (NumPy) and runs its policy
     inference, so the cores step physics instead of idling during inference.
+    The groups take turns on one stepper thread, each on all the threads: a group
+    whose actions are ready queues behind the one stepping, so the threads always
+    have physics to do.  (Giving each group half the threads instead idles that
+    half whenever its own group is in the main thread's hands.)
 
     Row r of the whole is row r - rows[g].start of `envs[g]`.  The groups are
     independent envs: each draws its resets from its own generator, spawned from `rng`.
     `step()` advances all groups (concurrently) for callers that want one StepResult.
 
-    `overlap` says whether the groups' physics may run concurrently with each other
-    and the caller: False when they share fewer threads than there are groups.
+    `overlap` says whether the groups' physics may run in the background, beside the
+    caller: False with a single thread, where it would only compete with the caller.
+    `stepper` (owned: shut down by close) is the groups' shared step thread, if any.
     """
 
-    def __init__(self, envs: list[BatchedEnv], seed, overlap: bool = True):
+    def __init__(self, envs: list[BatchedEnv], seed, overlap: bool = True,
+                 stepper: ThreadPoolExecutor | None = None):
         if not envs:
             raise ValueError("EnvGroups needs at least one env")
         self.envs = envs
@@ -297,27 +306,30 @@ class EnvGroups:
             raise ValueError(f"group sizes {[e.num_envs for e in envs]} are not an even split of {self.num_envs}")
         self.max_episode_steps = envs[0].max_episode_steps
         self.overlap = overlap
+        self._stepper = stepper
         self.rng = np.random.default_rng(seed)
         self._result = StepResult.zeros(self.num_envs, self.spec.obs_dim, self.spec.critic_dim,
                                         self.spec.reward_terms)
 
     @classmethod
     def build(cls, factory, num_envs: int, groups: int, num_threads: int, seed) -> EnvGroups:
-        """`groups` envs `factory(n, threads, seed)` splitting num_envs rows and num_threads threads between them.
+        """`groups` envs `factory(n, num_threads, seed, stepper)` splitting num_envs rows between them.
 
-        The groups step concurrently, so each gets num_threads // groups physics threads; with fewer
-        threads than groups each gets one and `overlap` is off (they step one at a time, same data).
+        Every group gets all `num_threads` physics threads and the same stepper, so
+        their steps run one after another, each on all the threads.  With a single
+        thread `overlap` is off (the groups step in the caller, one at a time, same data).
         """
-        threads = max(1, num_threads // groups)
+        stepper = make_stepper()
         envs: list[BatchedEnv] = []
         try:
             for rows in split_rows(num_envs, groups):
-                envs.append(factory(rows.stop - rows.start, threads, seed))
+                envs.append(factory(rows.stop - rows.start, num_threads, seed, stepper))
         except BaseException:
             for env in envs:
                 env.close()
+            stepper.shutdown()
             raise
-        return cls(envs, seed, overlap=num_threads >= groups)
+        return cls(envs, seed, overlap=num_threads >= 2, stepper=stepper)
 
     @property
     def rng(self) -> np.random.Generator:
@@ -361,9 +373,11 @@ class EnvGroups:
         return r
 
     def close(self) -> None:
-        """Close every group."""
+        """Close every group, then their stepper."""
         for env in self.envs:
             env.close()
+        if self._stepper is not None:
+            self._stepper.shutdown()
 
     def __enter__(self) -> EnvGroups:
         return self

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from collector import bench
 
 
 def test_run_and_json_report_the_ceiling_collector_and_ratio(tmp_path):
-    """run() and main(--json) give positive ceiling, collector and replay figures under the documented keys."""
+    """run() and main(--json) give positive ceiling, collector, held and replay figures under the documented keys."""
     path = tmp_path / "bench.json"
     assert bench.main(["--task", "half_cheetah", "--num-envs", "8", "--threads", "1", "--seconds", "0.05",
-                       "--rounds", "1", "--replay-ceiling", "--json", str(path)]) == 0
+                       "--rounds", "1", "--replay-ceiling", "--held-ceiling", "--json", str(path)]) == 0
     result = json.loads(path.read_text())
     for key in ("physics_ceiling_steps_per_s", "collector_steps_per_s", "ratio", "replay_ceiling_steps_per_s",
-                "collector_infer_ms_per_step", "collector_env_ms_per_step"):
+                "held_ceiling_steps_per_s", "collector_infer_ms_per_step", "collector_env_ms_per_step"):
         assert result[key] > 0, key
     assert result["ratio"] == result["collector_steps_per_s"] / result["physics_ceiling_steps_per_s"]
+    assert result["held_ratio"] == result["collector_steps_per_s"] / result["held_ceiling_steps_per_s"]
+    assert result["random_action_std"] == 0.5  # half_cheetah's preset init_noise_std
     assert result["collector_groups"] == 1  # 8 envs: below the split
 
 
@@ -26,3 +30,26 @@ def test_collector_of_a_large_batch_runs_on_two_groups():
 
     result = bench.run("inverted_pendulum", COLLECTOR_SPLIT_MIN_ENVS, threads=2, seconds=0.05, rounds=1)
     assert result["collector_groups"] == 2 and result["collector_steps_per_s"] > 0
+
+
+def test_ceiling_actions_are_fresh_draws_with_the_initial_policy_spread():
+    """The ceiling's per-step actions are distinct N(0, std^2) arrays; the held ceiling is one uniform array."""
+    from collector.envs import make_env
+
+    with make_env("half_cheetah", 512, 1, seed=0) as env:
+        rng = np.random.default_rng(0)
+        drawn = bench.random_policy_actions(env, 0.5, 4, rng)
+        held = bench.held_actions(env, rng)
+    assert len(drawn) == 4 and all(a.shape == (512, 6) and a.dtype == np.float32 for a in drawn)
+    assert not np.array_equal(drawn[0], drawn[1])
+    both = np.stack(drawn)
+    assert abs(both.mean()) < 0.02 and abs(both.std() - 0.5) < 0.02
+    assert len(held) == 1 and held[0].min() >= -1 and held[0].max() <= 1 and abs(held[0].std() - 1 / 3**0.5) < 0.03
+
+
+def test_replay_actions_are_the_rollout_steps_in_order():
+    """Replayed step t is the rollout's actions[:, t], contiguous."""
+    actions = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    steps = bench.replay_actions(actions)
+    assert len(steps) == 3 and all(s.flags.c_contiguous for s in steps)
+    assert all(np.array_equal(s, actions[:, t]) for t, s in enumerate(steps))

@@ -395,7 +395,7 @@ def test_env_groups_step_equals_each_group_stepped_alone():
     from collector.envs.gym_tasks import Hopper
 
     n, seed = 9, 5
-    groups = EnvGroups.build(lambda k, t, s: Hopper(k, t, s, max_episode_steps=7), n, 2, 2, seed)
+    groups = EnvGroups.build(lambda k, t, s, st: Hopper(k, t, s, max_episode_steps=7, stepper=st), n, 2, 2, seed)
     assert [g.num_envs for g in groups.envs] == [4, 5] and groups.num_envs == n
     alone = [Hopper(k, 1, 0, max_episode_steps=7) for k in (4, 5)]
     for env, rng in zip(alone, np.random.default_rng(seed).spawn(2), strict=True):
@@ -420,15 +420,43 @@ def test_env_groups_step_equals_each_group_stepped_alone():
 
 
 def test_make_collector_env_splits_large_batches_only():
-    """From COLLECTOR_SPLIT_MIN_ENVS envs on the batch is two halves sharing the threads (overlap needs one each)."""
+    """From COLLECTOR_SPLIT_MIN_ENVS envs on the batch is two halves, each on all the threads (overlap needs two)."""
     from collector import envs as E
 
     n = E.COLLECTOR_SPLIT_MIN_ENVS
-    for threads, per_group, overlap in [(1, 1, False), (2, 1, True), (5, 2, True)]:
+    for threads, overlap in [(1, False), (2, True), (5, True)]:
         with E.make_collector_env("half_cheetah", n, threads, seed=0) as env:
             assert isinstance(env, E.EnvGroups)
             assert [e.num_envs for e in env.envs] == [n // 2, n // 2]
-            assert [e._sim.nthread for e in env.envs] == [per_group] * 2
+            assert [e._sim.nthread for e in env.envs] == [threads] * 2
             assert env.overlap is overlap
     with E.make_collector_env("half_cheetah", n - 1, 2, seed=0) as env:
         assert isinstance(env, E.BatchedEnv)
+
+
+def test_env_groups_take_turns_on_one_stepper_thread():
+    """The groups' background steps run on one thread, one after another, never side by side."""
+    import threading
+    import time
+    from itertools import pairwise
+
+    from collector import envs as E
+
+    spans: list[tuple[int, float, float]] = []
+    with E.make_collector_env("half_cheetah", E.COLLECTOR_SPLIT_MIN_ENVS, 2, seed=0) as env:
+        for group in env.envs:
+            step = group._sim._step
+
+            def recorded(*args, _step=step):
+                start = time.perf_counter()
+                _step(*args)
+                spans.append((threading.get_ident(), start, time.perf_counter()))
+
+            group._sim._step = recorded
+        actions = np.zeros((env.num_envs, env.spec.act_dim), np.float32)
+        for _ in range(5):
+            env.step(actions)
+    assert len(spans) == 10
+    assert len({name for name, _, _ in spans}) == 1 and spans[0][0] != threading.get_ident()
+    ordered = sorted(spans, key=lambda s: s[1])
+    assert all(a[2] <= b[1] for a, b in pairwise(ordered))
