@@ -28,6 +28,26 @@ def mlp(in_dim: int, hidden: list[int], out_dim: int, activation: str) -> nn.Seq
     return nn.Sequential(*layers)
 
 
+def mlp_forward(net: nn.Sequential, x: torch.Tensor, hidden_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`net(x)`, with every layer but the last under autocast to `hidden_dtype` when given.
+
+    The output layer always runs in float32 on float32 features: action means and
+    values (tens, for returns) keep float32 precision for the log-probs, KL, value
+    loss and V-trace built on them, while the hidden layers, nearly all of the work,
+    run in the low-precision dtype.  Autocast casts the float32 parameters on the
+    fly, so weights, gradients and optimizer state stay float32.  Its state is
+    per thread: this must run on the thread doing the pass, as it does here.
+    """
+    if hidden_dtype is None:
+        return net(x)
+    *hidden, head = net
+    with torch.autocast(device_type=x.device.type, dtype=hidden_dtype):
+        for layer in hidden:
+            x = layer(x)
+    with torch.autocast(device_type=x.device.type, enabled=False):  # also inside a caller's autocast
+        return head(x.float())
+
+
 class EmpiricalNormalizer(nn.Module):
     """Running mean/variance of observations (parallel Welford); identity until enabled."""
 
@@ -93,6 +113,14 @@ class ActorCritic(nn.Module):
 
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
         return self.critic(self.critic_normalizer(critic_obs)).squeeze(-1)
+
+    def actor_mean(self, norm_obs: torch.Tensor, hidden_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Action means [B, act_dim] of already normalized observations (see `mlp_forward`)."""
+        return mlp_forward(self.actor, norm_obs, hidden_dtype)
+
+    def critic_value(self, norm_critic_obs: torch.Tensor, hidden_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Values [B] of already normalized critic observations (see `mlp_forward`)."""
+        return mlp_forward(self.critic, norm_critic_obs, hidden_dtype).squeeze(-1)
 
 
 def flat_weights(model: nn.Module) -> np.ndarray:

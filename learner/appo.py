@@ -19,6 +19,12 @@ every mid-sized operation between threads.  And forward/backward passes go
 through a batch a few thousand rows at a time (the gradients of the parts'
 means, weighted by their share of the rows, add up to that of the minibatch
 mean), so activations stay in cache.
+
+With training.precision=bf16 the hidden layers of every actor and critic pass (the
+target pass of `process` and the minibatch passes, whichever thread or compiled
+function runs them) compute in bfloat16 under torch.autocast; the output layers,
+normalizers, log-probs, losses, V-trace, the learning rate and the optimizer stay
+float32, and so do the parameters (common.policy.mlp_forward).
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ _OPTIMIZERS = {
 }
 # Rows per forward (and backward) part on a CPU: a [rows, 256] activation stays within a few MB of cache.
 _CPU_CHUNK_ROWS = 4096
+# The dtype of the networks' hidden layers per training.precision (None: the parameters' float32, no autocast).
+_HIDDEN_DTYPES = {"fp32": None, "bf16": torch.bfloat16}
 # Per-minibatch sums kept on the device, in this order.
 _SUMS = ("surrogate", "value", "entropy", "clip", "grad_norm", "kl")
 
@@ -116,6 +124,7 @@ class APPO:
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
         self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
+        self.hidden_dtype = _HIDDEN_DTYPES[cfg.training.precision]
         # The schedule's state: float64 on the training device (MPS has no float64: float32), so
         # the sequence of rates equals the float rule's exactly; `learning_rate` is its value as
         # of the last update.
@@ -217,7 +226,7 @@ class APPO:
             rows[:, L.obs] = target.obs_normalizer(batch["obs"][:, a:b].transpose(0, 1)).reshape(-1, L.obs.stop)
             actions = rows[:, L.actions]
             actions.copy_(batch["actions"][:, a:b].transpose(0, 1).reshape(actions.shape))
-            mu = target.actor(rows[:, L.obs])
+            mu = target.actor_mean(rows[:, L.obs], self.hidden_dtype)
             rows[:, L.target_mu] = mu
             rows[:, L.target_log_probs] = gaussian_log_prob(mu, target.log_std, actions)
 
@@ -229,8 +238,9 @@ class APPO:
         for a, b in self._env_chunks(packed.shape[0], packed.shape[1]):
             rows = packed[a:b].view(-1, L.width)
             rows[:, L.critic] = model.critic_normalizer(batch["critic"][:, a:b].transpose(0, 1)).reshape(-1, width)
-            rows[:, L.values] = model.critic(rows[:, L.critic]).squeeze(-1)
-        return model.value(batch["last_critic"])
+            rows[:, L.values] = model.critic_value(rows[:, L.critic], self.hidden_dtype)
+        # The bootstrap from the same function as the other values, at the same precision.
+        return model.critic_value(model.critic_normalizer(batch["last_critic"]), self.hidden_dtype)
 
     def pack(self, batch: dict[str, torch.Tensor], fixed: dict[str, torch.Tensor]) -> torch.Tensor:
         """The packed per-sample tensor [B, T, width] that `process` filled."""
@@ -284,7 +294,7 @@ class APPO:
     def _actor_loss_terms(self, mb: torch.Tensor, target_log_std: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(actor loss, surrogate, entropy, clip fraction, KL) of one packed minibatch [B, width]."""
         c, L, m = self.cfg, self.layout, self.model
-        mu = m.actor(mb[:, L.obs])
+        mu = m.actor_mean(mb[:, L.obs], self.hidden_dtype)
         log_probs = gaussian_log_prob(mu, m.log_std, mb[:, L.actions])
         entropy = gaussian_entropy(m.log_std)
         kl = gaussian_kl(mb[:, L.target_mu], target_log_std.exp(), mu.detach(), m.log_std.detach().exp()).mean()
@@ -295,7 +305,7 @@ class APPO:
     def _critic_loss_terms(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(weighted value loss, value loss) of one packed minibatch [B, width]."""
         c, L = self.cfg, self.layout
-        values = self.model.critic(mb[:, L.critic]).squeeze(-1)
+        values = self.model.critic_value(mb[:, L.critic], self.hidden_dtype)
         v_loss = value_loss(values, mb[:, L.values], mb[:, L.returns], c.clip_param, c.use_clipped_value_loss)
         return c.value_loss_coef * v_loss, v_loss
 

@@ -3,6 +3,7 @@
     python -m learner.bench_update --task go2_joystick_flat                  # the task's preset sizes
     python -m learner.bench_update --num-envs 2048 --steps-per-env 24 --seconds 60 --json update.json
     python -m learner.bench_update --compile                                  # also torch.compile'd, with compile time
+    python -m learner.bench_update --precision bf16                           # ours in bf16, and in fp32 alongside
 
 Synthetic rollouts of the task's real shapes (TaskSpec dims, the RolloutSpec layout
 the learner stages) are built on the training device; actions and behaviour
@@ -13,9 +14,11 @@ time budget is spent; the rates use the median update time of each.
 
   ours       learner.appo.APPO: process (normalize once, V-trace, pack env-major) + update
              (no host sync in the minibatch loop, on-device adaptive lr, fused optimizer)
+  ours_fp32  with --precision bf16: ours in float32 too, in the same rounds (ours is then bf16)
   reference  ReferenceAPPO below: torch.distributions.Normal, separate actor and critic
              calls, a Python loop over time for V-trace, .item() on the KL and every metric
-             each minibatch, a float lr set per step, default optimizer settings
+             each minibatch, a float lr set per step, default optimizer settings;
+             always float32: --precision applies to ours only
 
 Both do the same math on the same batch with the same network, epochs and
 minibatches (tests/learner/test_bench_update.py checks that they compute the same
@@ -168,7 +171,8 @@ def synthetic_batch(task: TaskSpec, num_envs: int, steps: int, rollouts: int, de
     """A time-major training batch [T, rollouts*N, ...] as StagingPool.batch() builds it.
 
     Observations are standard normal, actions and their log-probs are sampled from
-    `policy` (the behaviour policy), about 2% of steps end an episode.
+    `policy` (the behaviour policy), about 2% of steps end an episode.  `policy` itself
+    is left where it is: a CPU copy of it samples.
     """
     spec = RolloutSpec.for_task(task, num_envs, steps)
     g = torch.Generator(device="cpu").manual_seed(seed)
@@ -178,7 +182,8 @@ def synthetic_batch(task: TaskSpec, num_envs: int, steps: int, rollouts: int, de
     out["dones"] = (torch.rand(*shapes["dones"], generator=g) < 0.02).float()
     out["truncated"] = torch.zeros(shapes["truncated"])
     with torch.no_grad():
-        dist = policy.to("cpu").distribution(out["obs"])
+        # nn.Module.to moves in place: a copy, so the caller's model stays on its device.
+        dist = copy.deepcopy(policy).to("cpu").distribution(out["obs"])
         out["actions"] = dist.mean + dist.stddev * torch.randn(*shapes["actions"], generator=g)
         out["log_probs"] = dist.log_prob(out["actions"]).sum(-1)
     return {k: (v.transpose(0, 1).contiguous() if k in SEQUENCE_FIELDS else v).to(device) for k, v in out.items()}
@@ -213,13 +218,21 @@ def _h2d_seconds(spec: RolloutSpec, device: torch.device, repeats: int = 10) -> 
 # ------------------------------------------------------------------ measurement
 
 
+def _with_training(cfg: AppoConfig, **changes) -> AppoConfig:
+    """`cfg` with these training.* values, validated (a bad precision is refused by name)."""
+    training = type(cfg.training).model_validate({**cfg.training.model_dump(), **changes})
+    return cfg.model_copy(update={"training": training})
+
+
 def measure(cfg: AppoConfig, seconds: float, device: torch.device | str = "auto", rollouts: int = 0,
-            compile: bool = False, threads: int = 0, min_rounds: int = 3) -> dict:
+            compile: bool = False, threads: int = 0, min_rounds: int = 3, precision: str = "fp32") -> dict:
     """Ours vs the reference on one synthetic batch of `cfg`'s task and sizes, interleaved in rounds.
 
     rollouts: rollouts per batch (0: the staging pool's capacity, training.replay_queue_size).
     compile: also measure ours with torch.compile (and its compile time).
     threads: torch threads for every contender (0: all usable cores).
+    precision: training.precision of ours (and ours_compiled); with bf16, ours in fp32 is
+    measured too, as ours_fp32.  The reference stays float32.
     """
     from learner.learner import resolve_device
 
@@ -231,15 +244,15 @@ def measure(cfg: AppoConfig, seconds: float, device: torch.device | str = "auto"
     rollouts = rollouts or cfg.training.replay_queue_size
     torch.manual_seed(a.seed)
     contenders: dict[str, APPO | ReferenceAPPO] = {
-        "ours": APPO(cfg.model_copy(update={"training": cfg.training.model_copy(update={"compile": False})}),
-                     task, device),
+        "ours": APPO(_with_training(cfg, compile=False, precision=precision), task, device),
         "reference": ReferenceAPPO(cfg, task, device),
     }
+    if precision != "fp32":
+        contenders["ours_fp32"] = APPO(_with_training(cfg, compile=False, precision="fp32"), task, device)
     if compile:
-        compiled_cfg = cfg.model_copy(update={"training": cfg.training.model_copy(update={"compile": True})})
-        contenders["ours_compiled"] = APPO(compiled_cfg, task, device)
+        contenders["ours_compiled"] = APPO(_with_training(cfg, compile=True, precision=precision), task, device)
     first = contenders["ours"]
-    batch = synthetic_batch(task, a.num_envs, a.steps_per_env, rollouts, device, copy.deepcopy(first.model), a.seed)
+    batch = synthetic_batch(task, a.num_envs, a.steps_per_env, rollouts, device, first.model, a.seed)
     first.update_normalizers(batch)
     initial = {k: v.clone() for k, v in first.model.state_dict().items()}
     initial_target = {k: v.clone() for k, v in first.target.state_dict().items()}
@@ -294,7 +307,7 @@ def measure(cfg: AppoConfig, seconds: float, device: torch.device | str = "auto"
         "num_envs": a.num_envs, "steps_per_env": a.steps_per_env, "rollouts_per_batch": rollouts,
         "batch_samples": samples, "epochs": epochs, "minibatches": cfg.algo.algorithm.num_mini_batches,
         "actor_hidden_dims": a.policy.actor_hidden_dims, "critic_hidden_dims": a.policy.critic_hidden_dims,
-        "rounds": rounds,
+        "precision": precision, "rounds": rounds,
     }
     for k in contenders:
         res[f"{k}_update_s_median"] = median[k]
@@ -304,6 +317,9 @@ def measure(cfg: AppoConfig, seconds: float, device: torch.device | str = "auto"
     res["ratio"] = res["ours_samples_per_s"] / res["reference_samples_per_s"]
     # Each one's fastest update: the least disturbed by other processes sharing the cores.
     res["ratio_best"] = res["reference_update_s_min"] / res["ours_update_s_min"]
+    if "ours_fp32" in contenders:
+        res["fp32_ratio"] = res["ours_fp32_samples_per_s"] / res["reference_samples_per_s"]
+        res["fp32_ratio_best"] = res["reference_update_s_min"] / res["ours_fp32_update_s_min"]
     res["phases_ms"] = {k: 1e3 * statistics.median(p[k] for p in phases) for k in phases[0]}
     if device.type == "cuda":
         res["phases_ms"]["h2d_copy_per_rollout"] = 1e3 * _h2d_seconds(
@@ -323,12 +339,15 @@ def print_table(res: dict) -> None:
     print(f"\nlearner update  task {res['task']}  {res['num_envs']} envs x {res['steps_per_env']} steps x "
           f"{res['rollouts_per_batch']} rollout(s) = {res['batch_samples']:,} samples, {res['epochs']} epochs x "
           f"{res['minibatches']} minibatches  device {res['device']}  {res['threads']} threads  "
-          f"torch {res['torch']}  {res['rounds']} rounds")
-    names = [k for k in ("ours", "ours_compiled", "reference") if f"{k}_samples_per_s" in res]
+          f"torch {res['torch']}  precision {res['precision']}  {res['rounds']} rounds")
+    names = [k for k in ("ours", "ours_fp32", "ours_compiled", "reference") if f"{k}_samples_per_s" in res]
     for k in names:
         print(f"  {k:<14} {res[f'{k}_samples_per_s']:>12,.0f} samples/s   update median "
               f"{1e3 * res[f'{k}_update_s_median']:8.1f} ms  min {1e3 * res[f'{k}_update_s_min']:8.1f} ms")
     print(f"  ours / reference: {res['ratio']:.2f}x (medians), {res['ratio_best']:.2f}x (fastest updates)")
+    if "fp32_ratio" in res:
+        print(f"  ours_fp32 / reference: {res['fp32_ratio']:.2f}x (medians), {res['fp32_ratio_best']:.2f}x "
+              f"(fastest updates); {res['precision']} / fp32: {res['ratio'] / res['fp32_ratio']:.2f}x")
     if "compiled_ratio" in res:
         be = res["compile_break_even_iterations"]
         print(f"  compiled / reference: {res['compiled_ratio']:.2f}x ({res['compiled_ratio_best']:.2f}x fastest); "
@@ -352,12 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto", help="auto (cuda, else mps, else cpu), cpu, cuda, cuda:N, mps")
     p.add_argument("--threads", type=int, default=0, help="torch threads for both (default: all usable cores)")
     p.add_argument("--compile", action="store_true", help="also measure ours with torch.compile")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="training.precision of ours (the reference stays fp32); bf16 also measures ours in fp32")
     p.add_argument("--json", help="write every figure here")
     args = p.parse_args(argv)
     sizes = {k: v for k, v in (("num_envs", args.num_envs), ("steps_per_env", args.steps_per_env)) if v}
     extra: dict = {"task": args.task, **({"algo": sizes} if sizes else {})}
     cfg = load_config(extra=extra, environ={})
-    res = measure(cfg, args.seconds, args.device, args.rollouts, args.compile, args.threads)
+    res = measure(cfg, args.seconds, args.device, args.rollouts, args.compile, args.threads,
+                  precision=args.precision)
     print_table(res)
     if args.json:
         with open(args.json, "w") as f:

@@ -4,14 +4,17 @@ same fixed quantities, gradients, parameters, learning rates and metrics on the 
 from __future__ import annotations
 
 import json
+import types
 
 import pytest
 import torch
+from pydantic import ValidationError
+from torch import nn
 
 from common.config import load_config
 from common.task_spec import task_spec
 from learner.appo import APPO
-from learner.bench_update import ReferenceAPPO, main, synthetic_batch
+from learner.bench_update import ReferenceAPPO, main, measure, synthetic_batch
 
 TASK = task_spec("go2_joystick_flat")
 
@@ -128,3 +131,56 @@ def test_bench_command_writes_its_figures(tmp_path, capsys):
         assert res[k] > 0, k
     assert set(res["phases_ms"]) == {"process", "minibatch_loop", "target_update", "metrics"}
     assert "ours / reference" in capsys.readouterr().out
+
+
+def test_bf16_measure_reports_ours_in_bf16_and_fp32():
+    """measure(precision="bf16") times ours in bf16 and in fp32 against the fp32 reference, and says so."""
+    res = measure(_cfg(), seconds=0, device="cpu", precision="bf16", min_rounds=1)
+    assert res["precision"] == "bf16"
+    for k in ("ours_samples_per_s", "ours_fp32_samples_per_s", "reference_samples_per_s", "ratio", "fp32_ratio"):
+        assert res[k] > 0, k
+    assert res["ratio"] == res["ours_samples_per_s"] / res["reference_samples_per_s"]
+    assert res["fp32_ratio"] == res["ours_fp32_samples_per_s"] / res["reference_samples_per_s"]
+    plain = measure(_cfg(), seconds=0, device="cpu", min_rounds=1)
+    assert plain["precision"] == "fp32" and "ours_fp32_samples_per_s" not in plain and "fp32_ratio" not in plain
+
+
+def test_measure_refuses_an_unknown_precision():
+    """A precision outside fp32/bf16 is refused by the config's validation, naming the field."""
+    with pytest.raises(ValidationError, match="precision"):
+        measure(_cfg(), seconds=0, device="cpu", precision="fp16", min_rounds=1)
+
+
+def test_bf16_bench_command_prints_the_precision(capsys):
+    """--precision bf16 shows the precision in the header and ours in fp32 beside ours in bf16."""
+    assert main(["--task", "inverted_pendulum", "--num-envs", "8", "--steps-per-env", "4", "--seconds", "0",
+                 "--device", "cpu", "--precision", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "precision bf16" in out and "ours_fp32" in out and "ours_fp32 / reference" in out
+
+
+def test_synthetic_batch_leaves_the_policy_where_it_is():
+    """synthetic_batch samples from a copy: it never moves the caller's model (nn.Module.to is in place)."""
+    torch.manual_seed(0)
+    appo = APPO(_cfg(), TASK, torch.device("cpu"))
+    policy = appo.model
+    params = list(policy.parameters())
+    before = [p.detach().clone() for p in params]
+    moved = []
+
+    def to(self, *args, **kwargs):  # a deep copy rebinds this method to the copy
+        if self is policy:
+            moved.append(args)
+        return nn.Module.to(self, *args, **kwargs)
+
+    policy.to = types.MethodType(to, policy)
+    batch = synthetic_batch(TASK, 16, 6, 1, torch.device("cpu"), policy, seed=3)
+    assert moved == []
+    assert all(p is q for p, q in zip(policy.parameters(), params, strict=True))
+    assert all(p.device.type == "cpu" and torch.equal(p, b) for p, b in zip(params, before, strict=True))
+    with torch.no_grad():  # the actions were still sampled from this policy
+        dist = policy.distribution(batch["obs"])
+        torch.testing.assert_close(dist.log_prob(batch["actions"]).sum(-1), batch["log_probs"])
+    appo.update_normalizers(batch)
+    appo.update(batch)
+    assert any(not torch.equal(p, b) for p, b in zip(appo.model.parameters(), before, strict=True))

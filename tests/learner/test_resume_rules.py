@@ -18,6 +18,12 @@ def test_same_shapes_and_safe_overrides_are_accepted():
     check_compatible(saved, _cfg("algo.max_iterations=999", "algo.save_interval=3", "algo.algorithm.learning_rate=0.0005"))
 
 
+def test_learner_arithmetic_may_change_on_resume():
+    """training.precision and training.compile may change: the saved weights are float32 either way."""
+    check_compatible(_cfg().to_dict(), _cfg("training.precision=bf16", "training.compile=true"))
+    check_compatible(_cfg("training.precision=bf16").to_dict(), _cfg())
+
+
 @pytest.mark.parametrize("change, key", [
     (("algo.policy.actor_hidden_dims=[64,32]",), "algo.policy"),
     (("algo.policy.activation=tanh",), "algo.policy"),
