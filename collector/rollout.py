@@ -16,6 +16,7 @@ from collector.envs.batched import EnvGroups
 from common.config import AppoConfig
 from common.logging import get_logger
 from common.policy import ActorCritic, load_flat_weights
+from common.precision import HIDDEN_DTYPES, resolve_precision
 from common.rollout_spec import RolloutSpec
 from common.status_server import Heartbeat
 
@@ -108,6 +109,8 @@ class Collector:
         self.spec = RolloutSpec.for_task(env.spec, env.num_envs, cfg.algo.steps_per_env)
         self.device = torch.device(cfg.training.collector_device)
         self.policy = ActorCritic.from_config(cfg, env.spec).to(self.device).eval()
+        # Inference is most of the main thread's work per step (bf16 cuts it on a native-bf16 CPU).
+        self.hidden_dtype = HIDDEN_DTYPES[resolve_precision(cfg.training.precision, self.device)]
         self.version = -1
         self.seq = 0
         self.gamma = cfg.algo.algorithm.gamma
@@ -213,7 +216,7 @@ class Collector:
     def _act(self, g: EnvGroup, out: dict[str, np.ndarray], t: int, obs: np.ndarray, critic: np.ndarray) -> None:
         """Record group g's (obs, critic) at step t, sample its actions, and start its physics step."""
         t0 = time.perf_counter()
-        actions, log_probs = self.policy.act(torch.from_numpy(obs).to(self.device))
+        actions, log_probs = self.policy.act(torch.from_numpy(obs).to(self.device), self.hidden_dtype)
         actions_np = actions.cpu().numpy()
         out["obs"][g.rows, t] = obs
         out["critic"][g.rows, t] = critic

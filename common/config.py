@@ -110,14 +110,15 @@ class TrainingConfig(_Section):
     learner_threads: int = Field(0, ge=0, description="torch intra-op threads in the learner; 0 = automatic split.")
     compile: bool = Field(False, description="torch.compile the learner's minibatch forward and loss (compiles on "
                           "the first update; measure with python -m learner.bench_update --compile).")
-    precision: Literal["fp32", "bf16"] = Field(
-        "fp32",
-        description="Learner update arithmetic. bf16: the learner's forward/backward matmuls run in bfloat16 "
-        "under torch.autocast (parameters, optimizer state, normalizers, the actor's and critic's output "
-        "layers, log-probs, losses and V-trace stay float32, so checkpoints and collectors are unchanged); "
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto",
+        description="Arithmetic of the policy's hidden layers in the learner's update and the collectors' "
+        "inference. bf16: their matmuls run in bfloat16 under torch.autocast (parameters, optimizer state, "
+        "normalizers, the actor's and critic's output layers, log-probs, losses and V-trace stay float32, so "
+        "checkpoints and weights are unchanged); "
         "pays on CPUs with native bf16 (avx512_bf16, AMX); on a GPU only with networks large enough for the "
-        "matmuls to dominate (at go2's preset sizes an H200 update took 0.87x the fp32 speed). Measure with "
-        "python -m learner.bench_update --precision bf16.",
+        "matmuls to dominate (at go2's preset sizes an H200 update took 0.87x the fp32 speed). auto: bf16 on "
+        "a CPU with native bf16, else fp32. Measure with python -m learner.bench_update --precision bf16.",
     )
     collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
     console: bool = Field(True, description="Print the live console line each iteration.")

@@ -8,6 +8,8 @@ without any per-tensor framing.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import nn
@@ -16,6 +18,7 @@ from torch.distributions import Normal
 from common.config import AppoConfig, PolicyConfig
 from common.task_spec import TaskSpec
 
+HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "selu": nn.SELU, "leaky_relu": nn.LeakyReLU}
 
 
@@ -46,6 +49,16 @@ def mlp_forward(net: nn.Sequential, x: torch.Tensor, hidden_dtype: torch.dtype |
             x = layer(x)
     with torch.autocast(device_type=x.device.type, enabled=False):  # also inside a caller's autocast
         return head(x.float())
+
+
+def gaussian_log_prob(mu: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """log N(actions; mu, exp(log_std)) summed over the last dim, for a state-independent std [A].
+
+    The same density as torch.distributions.Normal(mu, std).log_prob(actions).sum(-1), without
+    expanding the std to the batch: the log-normaliser is one scalar per call.
+    """
+    z = (actions - mu) * torch.exp(-log_std)
+    return -0.5 * z.square().sum(-1) - (log_std.sum() + mu.shape[-1] * HALF_LOG_2PI)
 
 
 class EmpiricalNormalizer(nn.Module):
@@ -95,18 +108,22 @@ class ActorCritic(nn.Module):
         self.log_std = nn.Parameter(torch.full((act_dim,), float(np.log(cfg.init_noise_std))))
 
     @classmethod
-    def from_config(cls, cfg: AppoConfig, task: TaskSpec) -> "ActorCritic":
+    def from_config(cls, cfg: AppoConfig, task: TaskSpec) -> ActorCritic:
         return cls(task.obs_dim, task.critic_dim, task.act_dim, cfg.algo.policy, cfg.algo.empirical_normalization)
 
     def distribution(self, obs: torch.Tensor) -> Normal:
         mu = self.actor(self.obs_normalizer(obs))
         return Normal(mu, self.log_std.exp().expand_as(mu))
 
-    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample actions and their log-probs (summed over action dims)."""
-        dist = self.distribution(obs)
-        actions = dist.sample()
-        return actions, dist.log_prob(actions).sum(-1)
+    def act(self, obs: torch.Tensor, hidden_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample actions and their log-probs (summed over action dims); hidden layers per `mlp_forward`.
+
+        Draws the same numbers as `distribution(obs).sample()` (mu + std * standard normal), without
+        the distribution object's per-call argument checks, which cost the collector's main thread.
+        """
+        mu = mlp_forward(self.actor, self.obs_normalizer(obs), hidden_dtype)
+        actions = torch.normal(mu, self.log_std.exp().expand_as(mu))
+        return actions, gaussian_log_prob(mu, self.log_std, actions)
 
     def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
         return self.actor(self.obs_normalizer(obs))

@@ -20,11 +20,12 @@ through a batch a few thousand rows at a time (the gradients of the parts'
 means, weighted by their share of the rows, add up to that of the minibatch
 mean), so activations stay in cache.
 
-With training.precision=bf16 the hidden layers of every actor and critic pass (the
-target pass of `process` and the minibatch passes, whichever thread or compiled
-function runs them) compute in bfloat16 under torch.autocast; the output layers,
-normalizers, log-probs, losses, V-trace, the learning rate and the optimizer stay
-float32, and so do the parameters (common.policy.mlp_forward).
+With training.precision=bf16 (what `auto` picks on a CPU with native bf16) the hidden
+layers of every actor and critic pass (the target pass of `process` and the minibatch
+passes, whichever thread or compiled function runs them) compute in bfloat16 under
+torch.autocast; the output layers, normalizers, log-probs, losses, V-trace, the
+learning rate and the optimizer stay float32, and so do the parameters
+(common.policy.mlp_forward).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from torch import nn
 
 from common.config import AppoConfig
 from common.policy import ActorCritic
+from common.precision import HIDDEN_DTYPES, resolve_precision
 from common.task_spec import TaskSpec
 from learner.lr_schedule import adaptive_lr_
 from learner.ppo_loss import (
@@ -59,8 +61,6 @@ _OPTIMIZERS = {
 }
 # Rows per forward (and backward) part on a CPU: a [rows, 256] activation stays within a few MB of cache.
 _CPU_CHUNK_ROWS = 4096
-# The dtype of the networks' hidden layers per training.precision (None: the parameters' float32, no autocast).
-_HIDDEN_DTYPES = {"fp32": None, "bf16": torch.bfloat16}
 # Per-minibatch sums kept on the device, in this order.
 _SUMS = ("surrogate", "value", "entropy", "clip", "grad_norm", "kl")
 
@@ -124,7 +124,8 @@ class APPO:
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
         self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
-        self.hidden_dtype = _HIDDEN_DTYPES[cfg.training.precision]
+        self.precision = resolve_precision(cfg.training.precision, device)
+        self.hidden_dtype = HIDDEN_DTYPES[self.precision]
         # The schedule's state: float64 on the training device (MPS has no float64: float32), so
         # the sequence of rates equals the float rule's exactly; `learning_rate` is its value as
         # of the last update.

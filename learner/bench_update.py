@@ -43,6 +43,7 @@ from torch.distributions import Normal, kl_divergence
 from common.config import AppoConfig, load_config
 from common.cores import usable_cores
 from common.policy import ActorCritic
+from common.precision import resolve_precision
 from common.rollout_spec import RolloutSpec
 from common.task_plugins import resolve_task_spec
 from common.task_spec import TaskSpec
@@ -231,12 +232,13 @@ def measure(cfg: AppoConfig, seconds: float, device: torch.device | str = "auto"
     rollouts: rollouts per batch (0: the staging pool's capacity, training.replay_queue_size).
     compile: also measure ours with torch.compile (and its compile time).
     threads: torch threads for every contender (0: all usable cores).
-    precision: training.precision of ours (and ours_compiled); with bf16, ours in fp32 is
-    measured too, as ours_fp32.  The reference stays float32.
+    precision: training.precision of ours (and ours_compiled; `auto` resolved for `device`); with
+    bf16, ours in fp32 is measured too, as ours_fp32.  The reference stays float32.
     """
     from learner.learner import resolve_device
 
     device = resolve_device(device) if isinstance(device, str) else device
+    setting, precision = precision, resolve_precision(precision, device)
     threads = threads or usable_cores()
     torch.set_num_threads(threads)
     task = resolve_task_spec(cfg.task)
@@ -307,7 +309,7 @@ def measure(cfg: AppoConfig, seconds: float, device: torch.device | str = "auto"
         "num_envs": a.num_envs, "steps_per_env": a.steps_per_env, "rollouts_per_batch": rollouts,
         "batch_samples": samples, "epochs": epochs, "minibatches": cfg.algo.algorithm.num_mini_batches,
         "actor_hidden_dims": a.policy.actor_hidden_dims, "critic_hidden_dims": a.policy.critic_hidden_dims,
-        "precision": precision, "rounds": rounds,
+        "precision": precision, "precision_setting": setting, "rounds": rounds,
     }
     for k in contenders:
         res[f"{k}_update_s_median"] = median[k]
@@ -371,8 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto", help="auto (cuda, else mps, else cpu), cpu, cuda, cuda:N, mps")
     p.add_argument("--threads", type=int, default=0, help="torch threads for both (default: all usable cores)")
     p.add_argument("--compile", action="store_true", help="also measure ours with torch.compile")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="training.precision of ours (the reference stays fp32); bf16 also measures ours in fp32")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="training.precision of ours (default: auto, as training runs; the reference stays fp32); "
+                        "bf16 also measures ours in fp32")
     p.add_argument("--json", help="write every figure here")
     args = p.parse_args(argv)
     sizes = {k: v for k, v in (("num_envs", args.num_envs), ("steps_per_env", args.steps_per_env)) if v}

@@ -6,12 +6,12 @@ function returns tensors (no .item()) so the caller syncs with the device once p
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+# The log-density lives with the policy, which samples with it in the collectors.
+from common.policy import HALF_LOG_2PI, gaussian_log_prob  # noqa: F401  (re-exported for the learner)
 
 
 class PPOLoss(NamedTuple):
@@ -72,23 +72,13 @@ def gaussian_kl(mu0: torch.Tensor, sigma0: torch.Tensor, mu1: torch.Tensor, sigm
     return kl.sum(dim=-1)
 
 
-def gaussian_log_prob(mu: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-    """log N(actions; mu, exp(log_std)) summed over the last dim, for a state-independent std [A].
-
-    The same density as torch.distributions.Normal(mu, std).log_prob(actions).sum(-1), without
-    expanding the std to the batch: the log-normaliser is one scalar per call.
-    """
-    z = (actions - mu) * torch.exp(-log_std)
-    return -0.5 * z.square().sum(-1) - (log_std.sum() + mu.shape[-1] * _HALF_LOG_2PI)
-
-
 def gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
     """Entropy of a diagonal Gaussian with std exp(log_std) [A], summed over dims.
 
     With a state-independent std it is the same for every sample, so it equals the
     batch mean of Normal(mu, std).entropy().sum(-1) (and its gradient) for any batch.
     """
-    return log_std.sum() + log_std.shape[-1] * (0.5 + _HALF_LOG_2PI)
+    return log_std.sum() + log_std.shape[-1] * (0.5 + HALF_LOG_2PI)
 
 
 def ppo_loss(

@@ -23,9 +23,9 @@ def _groups(cls: type[BatchedEnv], n: int, groups: int, seed: int, max_steps: in
     return EnvGroups.build(lambda k, t, s, st: cls(k, t, s, max_episode_steps=max_steps, stepper=st), n, groups, 2, seed)
 
 
-def _collector(env, overlap: bool = True, weights_from: Collector | None = None) -> Collector:
-    cfg = load_config(extra={"task": env.spec.name, "algo": {"num_envs": env.num_envs, "steps_per_env": T}},
-                      environ={})
+def _collector(env, overlap: bool = True, weights_from: Collector | None = None, precision: str = "auto") -> Collector:
+    cfg = load_config(extra={"task": env.spec.name, "algo": {"num_envs": env.num_envs, "steps_per_env": T},
+                             "training": {"precision": precision}}, environ={})
     torch.manual_seed(0)
     c = Collector(cfg, env, channel=None, stop_event=threading.Event(), overlap=overlap)
     if weights_from is not None:
@@ -84,10 +84,11 @@ def test_one_group_is_the_plain_env():
     _assert_same(a, b)
 
 
-def test_grouped_rollout_is_complete_and_consistent():
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_grouped_rollout_is_complete_and_consistent(precision):
     """Every row of every field is written; log-probs are the policy's; time limits end every episode together."""
     env = _groups(HalfCheetah, 10, 2, seed=1, max_steps=4)  # half_cheetah never terminates
-    c = _collector(env)
+    c = _collector(env, precision=precision)
     (out,), _ = _rollouts(c, 1)
     env.close()
     for k, v in out.items():
@@ -95,8 +96,14 @@ def test_grouped_rollout_is_complete_and_consistent():
     obs = torch.from_numpy(out["obs"].reshape(-1, c.spec.obs_dim))
     actions = torch.from_numpy(out["actions"].reshape(-1, c.spec.act_dim))
     with torch.no_grad():
-        want = c.policy.distribution(obs).log_prob(actions).sum(-1).reshape(c.spec.num_envs, T)
-    np.testing.assert_allclose(out["log_probs"], want.numpy(), rtol=1e-6, atol=1e-5)
+        fp32 = c.policy.distribution(obs).log_prob(actions).sum(-1).reshape(c.spec.num_envs, T)
+        mu = c.policy.actor_mean(c.policy.obs_normalizer(obs), torch.bfloat16)
+        bf16 = torch.distributions.Normal(mu, c.policy.log_std.exp()).log_prob(actions).sum(-1)
+    if precision == "fp32":
+        np.testing.assert_allclose(out["log_probs"], fp32.numpy(), rtol=1e-6, atol=1e-5)
+    else:  # the density of the bf16 means the actions were drawn around, not of the fp32 ones
+        np.testing.assert_allclose(out["log_probs"], bf16.reshape(c.spec.num_envs, T).numpy(), rtol=1e-3, atol=1e-3)
+        assert np.abs(out["log_probs"] - fp32.numpy()).max() > 1e-4
     ends = np.zeros((c.spec.num_envs, T), np.float32)
     ends[:, 3] = 1.0  # step index 3 is the 4th step of the first episode
     np.testing.assert_array_equal(out["dones"], ends)
@@ -132,7 +139,7 @@ def test_plain_env_loop_is_unchanged_by_the_grouping_code():
     c.fill_rollout(out, obs, critic)
     torch.manual_seed(11)
     with torch.no_grad():
-        actions, log_probs = c.policy.act(torch.from_numpy(obs))
+        actions, log_probs = c.policy.act(torch.from_numpy(obs), c.hidden_dtype)
     env.close()
     np.testing.assert_array_equal(out["obs"][:, 0], obs)
     np.testing.assert_array_equal(out["actions"][:, 0], actions.numpy())

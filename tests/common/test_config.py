@@ -339,10 +339,11 @@ def test_refuse_bad_literal_names_allowed_values():
     assert "rmsprop" in msg
 
 
-def test_precision_defaults_to_fp32_and_refuses_others_by_name():
-    """training.precision is fp32 unless set; bf16 is accepted; anything else is refused naming the key."""
-    assert load_config(extra=NO_PRESET, environ={}).training.precision == "fp32"
+def test_precision_defaults_to_auto_and_refuses_others_by_name():
+    """training.precision is auto unless set; fp32 and bf16 are accepted; anything else is refused naming the key."""
+    assert load_config(extra=NO_PRESET, environ={}).training.precision == "auto"
     assert load_config(["training.precision=bf16"], extra=NO_PRESET, environ={}).training.precision == "bf16"
+    assert load_config(["training.precision=fp32"], extra=NO_PRESET, environ={}).training.precision == "fp32"
     msg = _refused(r"training\.precision", overrides=["training.precision=fp16"], extra=NO_PRESET)
     assert "'fp32'" in msg and "'bf16'" in msg and "fp16" in msg
     _refused(r"training\.precision", environ={"APPO_TRAINING__PRECISION": "half"}, extra=NO_PRESET)

@@ -5,7 +5,13 @@ import pytest
 import torch
 
 from common.config import PolicyConfig
-from common.policy import ActorCritic, EmpiricalNormalizer, flat_weights, flat_weights_size, load_flat_weights
+from common.policy import (
+    ActorCritic,
+    EmpiricalNormalizer,
+    flat_weights,
+    flat_weights_size,
+    load_flat_weights,
+)
 
 CFG = PolicyConfig(actor_hidden_dims=[16, 8], critic_hidden_dims=[12], activation="elu", init_noise_std=0.5)
 
@@ -63,3 +69,28 @@ def test_log_prob_is_diagonal_gaussian_density():
     mu, std = pol.act_deterministic(obs), 0.5
     expected = (-((actions - mu) ** 2) / (2 * std**2) - np.log(std) - 0.5 * np.log(2 * np.pi)).sum(-1)
     torch.testing.assert_close(logp, expected)
+
+
+def _seeded(fn, seed: int = 5):
+    torch.manual_seed(seed)
+    return fn()
+
+
+def test_act_draws_what_the_distribution_samples():
+    """act() takes the same random numbers as distribution(obs).sample(), and its log-probs are Normal's."""
+    pol, obs = ActorCritic(4, 4, 3, CFG, normalize=False), torch.randn(64, 4)
+    actions, logp = _seeded(lambda: pol.act(obs))
+    dist = pol.distribution(obs)
+    sampled = _seeded(dist.sample)
+    torch.testing.assert_close(actions, sampled, rtol=0, atol=0)
+    torch.testing.assert_close(logp, dist.log_prob(sampled).sum(-1))
+
+
+def test_bf16_act_samples_around_bf16_hidden_features_and_a_float32_head():
+    """act(hidden_dtype=bf16) gives float32 actions within bf16 rounding of the float32 ones."""
+    pol, obs = ActorCritic(4, 4, 3, CFG, normalize=False), torch.randn(256, 4)
+    a32, _ = _seeded(lambda: pol.act(obs))
+    a16, lp16 = _seeded(lambda: pol.act(obs, torch.bfloat16))
+    assert a16.dtype == lp16.dtype == torch.float32
+    assert not torch.equal(a16, a32)
+    torch.testing.assert_close(a16, a32, rtol=0, atol=0.05)

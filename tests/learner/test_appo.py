@@ -20,7 +20,8 @@ CPU = torch.device("cpu")
 
 def _cfg(*overrides: str):
     return load_config(["algo.num_envs=16", "algo.steps_per_env=6", "algo.policy.actor_hidden_dims=[32,16]",
-                        "algo.policy.critic_hidden_dims=[24]", "training.device=cpu", *overrides],
+                        "algo.policy.critic_hidden_dims=[24]", "training.device=cpu",
+                        "training.precision=fp32", *overrides],  # exact float32 equalities below
                        extra={"task": "go2_joystick_flat"}, environ={})
 
 
