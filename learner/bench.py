@@ -136,7 +136,9 @@ def ratios(res: dict) -> dict:
         if "replay_ratio" in phys:
             out["collector / replay ceiling (its own actions)"] = phys["replay_ratio"]
     if learn:
-        out["learner ours / reference loop"] = learn["ratio"]
+        out[f"learner ours ({learn.get('precision', 'fp32')}) / reference loop"] = learn["ratio"]
+        if "fp32_ratio" in learn:
+            out["learner ours (fp32) / reference loop"] = learn["fp32_ratio"]
     if ingest:
         out["ingest zmq / raw pyzmq"] = ingest["zmq_vs_raw"]
         out["ingest shm / zmq"] = ingest["shm"]["mb_per_s"] / ingest["zmq"]["mb_per_s"]
@@ -161,10 +163,12 @@ def print_table(res: dict) -> None:
         if "replay_ceiling_steps_per_s" in phys:
             rows.append(("physics, collector's actions", f"{phys['replay_ceiling_steps_per_s']:,.0f} env-steps/s"))
     if learn:
-        rows += [("learner (ours)", f"{learn['ours_samples_per_s']:,.0f} samples/s  "
-                                    f"({learn['ours_env_steps_per_s']:,.0f} env-steps/s at "
-                                    f"{learn['epochs']} epochs)"),
-                 ("learner (reference loop)", f"{learn['reference_samples_per_s']:,.0f} samples/s")]
+        rows += [(f"learner (ours, {learn.get('precision', 'fp32')})",
+                  f"{learn['ours_samples_per_s']:,.0f} samples/s  ({learn['ours_env_steps_per_s']:,.0f} env-steps/s "
+                  f"at {learn['epochs']} epochs)")]
+        if "ours_fp32_samples_per_s" in learn:
+            rows.append(("learner (ours, fp32)", f"{learn['ours_fp32_samples_per_s']:,.0f} samples/s"))
+        rows.append(("learner (reference loop, fp32)", f"{learn['reference_samples_per_s']:,.0f} samples/s"))
         rows += [(f"  phase {k}", f"{v:.1f} ms") for k, v in learn.get("phases_ms", {}).items()]
     if ingest:
         for k in ("raw", "zmq", "shm"):

@@ -49,6 +49,14 @@ def test_ratios_pair_the_parts():
     assert r["e2e trained env-steps/s / physics ceiling"] == pytest.approx(0.5)
 
 
+def test_learner_ratios_name_the_precision():
+    """The learner's ratio says which arithmetic ours ran in, with the fp32 one beside a bf16 run."""
+    learn = {"precision": "bf16", "ratio": 1.9, "fp32_ratio": 1.2}
+    r = ratios({"learner": learn})
+    assert r == {"learner ours (bf16) / reference loop": 1.9, "learner ours (fp32) / reference loop": 1.2}
+    assert ratios({"learner": {"precision": "fp32", "ratio": 1.2}}) == {"learner ours (fp32) / reference loop": 1.2}
+
+
 def test_unknown_part_is_refused(capsys):
     """--only with a part that does not exist exits 2 naming it."""
     with pytest.raises(SystemExit) as e:
