@@ -12,8 +12,9 @@ replay:    (--replay-ceiling) the ceiling's env.step fed the actions the collect
            its last rollout, cycled: the collector's own physics workload without the policy.
 
 The physics cost per step depends on the actions: held actions let Go2 robots settle into cheap
-static poses, uniform [-1, 1] drawn every step makes them flail (dearer than any policy's
-actions), hence a ceiling drawn from the distribution the collector's policy samples at the start.
+static poses, uniform [-1, 1] drawn every step makes them flail (Go2, 2048 envs, 2 threads:
+13.3k env-steps/s against 18.0k with N(0, 1) draws and ~17.8k with the collector's own actions),
+hence a ceiling drawn from the distribution the collector's policy samples at the start.
 
 `run(...)` returns the figures as a dict (the --json file's content).
 """
