@@ -55,10 +55,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the critic a shorter, easier horizon; 2 epochs instead of 5 let the learner take
     # 2.4x the env steps (4,606 against 3,630 after 8 minutes; 3 epochs: 3,850).  A
     # [128, 128] network learned much slower; std 0.25 and 32 minibatches did no better.
+    # ReLU (as the Zoo's tuned PPO) instead of ELU: 5,412 against 4,940 after 8 minutes,
+    # and an activation that costs a tenth of ELU's leaves the collector's main thread
+    # less work per step, where half_cheetah's cheap physics makes inference weigh most.
     "half_cheetah": {
         "algo": {
             **_GYM_RUNNER["algo"],
-            "policy": {**_GYM_RUNNER["algo"]["policy"], "init_noise_std": 0.5},
+            "policy": {**_GYM_RUNNER["algo"]["policy"], "init_noise_std": 0.5, "activation": "relu"},
             "algorithm": {**_GYM_RUNNER["algo"]["algorithm"], "gamma": 0.98, "num_learning_epochs": 2},
         },
         "training": {"replay_queue_size": 1},
