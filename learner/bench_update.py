@@ -373,16 +373,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto", help="auto (cuda, else mps, else cpu), cpu, cuda, cuda:N, mps")
     p.add_argument("--threads", type=int, default=0, help="torch threads for both (default: all usable cores)")
     p.add_argument("--compile", action="store_true", help="also measure ours with torch.compile")
-    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
-                   help="training.precision of ours (default: auto, as training runs; the reference stays fp32); "
-                        "bf16 also measures ours in fp32")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"),
+                   help="training.precision of ours (default: the task's config, as training runs; the reference "
+                        "stays fp32); bf16 also measures ours in fp32")
     p.add_argument("--json", help="write every figure here")
     args = p.parse_args(argv)
     sizes = {k: v for k, v in (("num_envs", args.num_envs), ("steps_per_env", args.steps_per_env)) if v}
     extra: dict = {"task": args.task, **({"algo": sizes} if sizes else {})}
     cfg = load_config(extra=extra, environ={})
     res = measure(cfg, args.seconds, args.device, args.rollouts, args.compile, args.threads,
-                  precision=args.precision)
+                  precision=args.precision or cfg.training.precision)
     print_table(res)
     if args.json:
         with open(args.json, "w") as f:

@@ -339,9 +339,12 @@ def test_refuse_bad_literal_names_allowed_values():
     assert "rmsprop" in msg
 
 
-def test_precision_defaults_to_auto_and_refuses_others_by_name():
-    """training.precision is auto unless set; fp32 and bf16 are accepted; anything else is refused naming the key."""
-    assert load_config(extra=NO_PRESET, environ={}).training.precision == "auto"
+def test_precision_defaults_to_fp32_and_refuses_others_by_name():
+    """training.precision is fp32 unless set or preset; auto and bf16 are accepted; others are refused by name."""
+    assert load_config(extra=NO_PRESET, environ={}).training.precision == "fp32"
+    assert load_config(["training.precision=auto"], extra=NO_PRESET, environ={}).training.precision == "auto"
+    for task, expected in (("go2_joystick_flat", "auto"), ("half_cheetah", "auto"), ("inverted_pendulum", "fp32")):
+        assert load_config(extra={"task": task}, environ={}).training.precision == expected, task
     assert load_config(["training.precision=bf16"], extra=NO_PRESET, environ={}).training.precision == "bf16"
     assert load_config(["training.precision=fp32"], extra=NO_PRESET, environ={}).training.precision == "fp32"
     msg = _refused(r"training\.precision", overrides=["training.precision=fp16"], extra=NO_PRESET)

@@ -160,6 +160,14 @@ def test_bf16_bench_command_prints_the_precision(capsys):
     assert "precision bf16" in out and "ours_fp32" in out and "ours_fp32 / reference" in out
 
 
+def test_bench_command_defaults_to_the_tasks_precision(capsys):
+    """Without --precision, ours runs at the task config's training.precision (fp32 for inverted_pendulum)."""
+    assert main(["--task", "inverted_pendulum", "--num-envs", "8", "--steps-per-env", "4", "--seconds", "0",
+                 "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "precision fp32" in out and "ours_fp32" not in out
+
+
 def test_synthetic_batch_leaves_the_policy_where_it_is():
     """synthetic_batch samples from a copy: it never moves the caller's model (nn.Module.to is in place)."""
     torch.manual_seed(0)
