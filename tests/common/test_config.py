@@ -156,7 +156,7 @@ def test_full_precedence_chain_key_by_key(tmp_path):
     )
     assert c.algo.num_envs == 1  # CLI over env, YAML, preset (256), default (2048)
     assert c.algo.steps_per_env == 20  # env over YAML, preset (32), default (24)
-    assert c.algo.max_iterations == 40  # YAML over preset (300), default (150)
+    assert c.algo.max_iterations == 40  # YAML over preset (500), default (150)
     assert c.algo.algorithm.learning_rate == 3e-4  # preset over default (1e-3)
     assert c.algo.algorithm.gamma == 0.99  # default
 
