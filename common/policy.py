@@ -121,7 +121,7 @@ class ActorCritic(nn.Module):
         Draws the same numbers as `distribution(obs).sample()` (mu + std * standard normal), without
         the distribution object's per-call argument checks, which cost the collector's main thread.
         """
-        mu = mlp_forward(self.actor, self.obs_normalizer(obs), hidden_dtype)
+        mu = self.actor_mean(self.obs_normalizer(obs), hidden_dtype)
         actions = torch.normal(mu, self.log_std.exp().expand_as(mu))
         return actions, gaussian_log_prob(mu, self.log_std, actions)
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from common.config import load_config
 from common.cores import usable_cores
+from learner.tb_scalars import read_scalars
 
 PARTS = ("physics", "learner", "ingest", "e2e")  # physics includes the collector-alone figure
 
@@ -61,15 +62,6 @@ def bench_ingest(task: str, num_envs: int, steps: int, seconds: float, tmp: Path
     return _run_json(["learner.bench_ingest", "--task", task, "--num-envs", str(num_envs), "--steps", str(steps),
                       "--seconds", str(seconds), "--warmup", str(max(2.0, seconds / 3))],
                      tmp / "ingest.json", timeout=180 + 6 * seconds)
-
-
-def _scalars(run: Path) -> dict[str, list[tuple[float, int, float]]]:
-    """Every TensorBoard scalar of a run as (wall_time, step, value)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {tag: [(e.wall_time, e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
 def steady_state(summary: dict, scalars: dict, warmup_fraction: float = 0.2) -> dict:
@@ -123,7 +115,7 @@ def bench_e2e(task: str, num_envs: int, steps: int, iterations: int, collectors:
     subprocess.run(cmd, check=True, timeout=120 + 60 * iterations, stdout=subprocess.DEVNULL)
     run = log_dir / task / "bench"
     summary = json.loads((run / "summary.json").read_text())
-    return steady_state(summary, _scalars(run))
+    return steady_state(summary, read_scalars(run))
 
 
 def ratios(res: dict) -> dict:

@@ -14,19 +14,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from learner.tb_scalars import read_scalars
+
 
 def reward_vs_time(run: Path, tag: str = "Train/mean_reward") -> tuple[list[float], list[float]]:
     """(minutes since the run's first scalar, value) of one tag."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
-    acc.Reload()
-    tags = acc.Tags()["scalars"]
-    if tag not in tags:
+    scalars = read_scalars(run)
+    if tag not in scalars:
         raise SystemExit(f"error: {run} has no {tag} scalar")
-    t0 = min(acc.Scalars(t)[0].wall_time for t in tags)
-    events = acc.Scalars(tag)
-    return [(e.wall_time - t0) / 60 for e in events], [e.value for e in events]
+    t0 = min(events[0][0] for events in scalars.values())
+    return [(w - t0) / 60 for w, _, _ in scalars[tag]], [v for _, _, v in scalars[tag]]
 
 
 def parse_run(text: str) -> tuple[str, Path]:

@@ -12,23 +12,21 @@ from pathlib import Path
 
 import numpy as np
 
+from learner.tb_scalars import read_scalars
+
 
 def read_series(run: Path) -> dict[str, np.ndarray]:
     """Per iteration: env steps, wall seconds since the first event, and the curves (NaN where absent)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
-    acc.Reload()
-    tags = acc.Tags()["scalars"]
-    if "perf/total_env_steps" not in tags:
+    scalars = read_scalars(run)
+    if "perf/total_env_steps" not in scalars:
         raise SystemExit(f"error: {run} has no perf/total_env_steps events (not an APPO run directory?)")
-    steps = {e.step: (e.value, e.wall_time) for e in acc.Scalars("perf/total_env_steps")}
+    steps = {step: (value, wall) for wall, step, value in scalars["perf/total_env_steps"]}
     iters = sorted(steps)
     t0 = steps[iters[0]][1]
     out = {"iteration": np.array(iters), "env_steps": np.array([steps[i][0] for i in iters]),
            "wall_s": np.array([steps[i][1] - t0 for i in iters])}
     for tag in ("Train/mean_reward", "Episode/tracking_error_xy", "Episode/tracking_error_yaw"):
-        values = {e.step: e.value for e in acc.Scalars(tag)} if tag in tags else {}
+        values = {step: value for _, step, value in scalars.get(tag, [])}
         out[tag] = np.array([values.get(i, np.nan) for i in iters])
     return out
 
