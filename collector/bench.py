@@ -16,6 +16,8 @@ static poses, uniform [-1, 1] drawn every step makes them flail (Go2, 2048 envs,
 13.3k env-steps/s against 18.0k with N(0, 1) draws and ~17.8k with the collector's own actions),
 hence a ceiling drawn from the distribution the collector's policy samples at the start.
 
+Figures are medians over the rounds; a ratio is the median of the rounds' own ratios (each
+round measures its figures back to back, so the machine's slow drifts divide out).
 `run(...)` returns the figures as a dict (the --json file's content).
 """
 
@@ -30,8 +32,9 @@ import time
 import numpy as np
 import torch
 
+from common.cli import at_least, duration
 from common.config import load_config
-from common.cores import split_cores, usable_cores
+from common.cores import collector_mujoco_threads, usable_cores
 from common.rollout_spec import allocate
 
 
@@ -78,17 +81,32 @@ def measure_collector(collector, seconds: float, out: dict[str, np.ndarray] | No
     return rate, {"infer_ms": infer_ms / steps, "step_ms": step_ms / steps}
 
 
-def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 2,
-        replay_ceiling: bool = False, held_ceiling: bool = False) -> dict:
-    """Interleaved ceiling/collector(/held/replay) rounds in this process; the figures as a JSON-ready dict."""
+def paired_ratio(ours: list[float], ceiling: list[float]) -> float:
+    """Median over rounds of ours / ceiling within each round.
+
+    A round's figures are measured back to back, so a slow spell of a shared machine
+    (whose speed wanders by 10-15% here over minutes) divides out of its ratio.
+    """
+    return float(np.median([a / b for a, b in zip(ours, ceiling, strict=True)]))
+
+
+def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 3,
+        replay_ceiling: bool = False, held_ceiling: bool = False, collector_threads: int = 0) -> dict:
+    """Interleaved ceiling/collector(/held/replay) rounds in this process; the figures as a JSON-ready dict.
+
+    `threads` cores (0: all usable): the ceiling steps on all of them, the collector on as many MuJoCo
+    threads as appo-collector takes from them (`collector_mujoco_threads`; `collector_threads` if given),
+    its main thread on the rest.
+    """
     from collector.envs import make_collector_env, make_env
     from collector.rollout import Collector
 
     cfg = load_config(extra={"task": task, "algo": {"num_envs": num_envs}})
-    threads = threads or split_cores(usable_cores(), 1, learner_threads=1)[1] + 1
+    threads = threads or usable_cores()
+    collector_threads = collector_threads or collector_mujoco_threads(threads)
     torch.set_num_threads(1)  # as appo-collector: inference on the main thread, MuJoCo threads get the cores
     env = make_env(task, num_envs, threads, seed=0)
-    collector_env = make_collector_env(task, num_envs, threads, seed=0)
+    collector_env = make_collector_env(task, num_envs, collector_threads, seed=0)
     collector = Collector(cfg, collector_env, channel=None, stop_event=threading.Event())
     rng = np.random.default_rng(0)
     random_actions = random_policy_actions(env, cfg.algo.policy.init_noise_std, cfg.algo.steps_per_env, rng)
@@ -117,17 +135,20 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
     for name in ("held", "replay"):
         if f"{name}_ceiling_steps_per_s" in median:
             extra[f"{name}_ceiling_steps_per_s"] = median[f"{name}_ceiling_steps_per_s"]
-            extra[f"{name}_ratio"] = ours / median[f"{name}_ceiling_steps_per_s"]
+            extra[f"{name}_ratio"] = paired_ratio(figures["collector_steps_per_s"],
+                                                  figures[f"{name}_ceiling_steps_per_s"])
     return {
         "task": task,
         "num_envs": num_envs,
         "mujoco_threads": threads,
+        "collector_mujoco_threads": collector_threads,
         "collector_groups": len(collector.groups),
         "steps_per_env": cfg.algo.steps_per_env,
         "random_action_std": cfg.algo.policy.init_noise_std,
         "physics_ceiling_steps_per_s": median["physics_ceiling_steps_per_s"],
         "collector_steps_per_s": ours,
-        "ratio": ours / median["physics_ceiling_steps_per_s"],
+        "ratio": paired_ratio(figures["collector_steps_per_s"], figures["physics_ceiling_steps_per_s"]),
+        "ratio_of_medians": ours / median["physics_ceiling_steps_per_s"],
         # Per control step of all N envs, main thread: policy inference + recording, and stepping
         # the env (with two groups: waiting for the physics and the NumPy work of each step).
         "collector_infer_ms_per_step": float(np.median([p["infer_ms"] for p in phases])),
@@ -144,10 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m collector.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="half_cheetah")
-    p.add_argument("--num-envs", type=int, default=512)
-    p.add_argument("--threads", type=int, default=0, help="MuJoCo threads (0: all usable cores)")
-    p.add_argument("--seconds", type=float, default=10.0, help="duration of each measurement")
-    p.add_argument("--rounds", type=int, default=2, help="alternate ceiling/collector this many times")
+    p.add_argument("--num-envs", type=at_least(1), default=512)
+    p.add_argument("--threads", type=at_least(0), default=0,
+                   help="cores: the ceiling's MuJoCo threads, shared by the collector's (0: all usable cores)")
+    p.add_argument("--collector-threads", type=at_least(0), default=0,
+                   help="the collector's MuJoCo threads (0: as appo-collector takes them from --threads cores)")
+    p.add_argument("--seconds", type=duration(), default=10.0, help="duration of each measurement")
+    p.add_argument("--rounds", type=at_least(1), default=3, help="alternate ceiling/collector this many times")
     p.add_argument("--replay-ceiling", action="store_true",
                    help="also measure env.step replaying the collector's sampled actions (see above)")
     p.add_argument("--held-ceiling", action="store_true",
@@ -156,15 +180,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_intermixed_args(argv)
 
     result = run(args.task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling,
-                 args.held_ceiling)
-    print(f"task {args.task}  envs {args.num_envs}  mujoco threads {result['mujoco_threads']}  "
-          f"collector groups {result['collector_groups']}")
+                 args.held_ceiling, args.collector_threads)
+    print(f"task {args.task}  envs {args.num_envs}  mujoco threads: ceiling {result['mujoco_threads']}, "
+          f"collector {result['collector_mujoco_threads']}  collector groups {result['collector_groups']}")
     print(f"physics ceiling : {result['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
           f"(random actions, std {result['random_action_std']})")
     print(f"collector       : {result['collector_steps_per_s']:12,.0f} env-steps/s  "
           f"(main thread per step: inference {result['collector_infer_ms_per_step']:.1f} ms, "
           f"env {result['collector_env_ms_per_step']:.1f} ms)")
-    print(f"ratio           : {result['ratio']:12.3f}")
+    rounds = result["rounds"]
+    per_round = ", ".join(f"{a / b:.3f}" for a, b in zip(rounds["collector_steps_per_s"],
+                                                          rounds["physics_ceiling_steps_per_s"], strict=True))
+    print(f"ratio           : {result['ratio']:12.3f}  (median of the rounds' ratios: {per_round})")
     if args.held_ceiling:
         print(f"held ceiling    : {result['held_ceiling_steps_per_s']:12,.0f} env-steps/s  "
               f"(collector / held {result['held_ratio']:.3f})")

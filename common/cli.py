@@ -17,6 +17,37 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides, e.g. algo.num_envs=64")
 
 
+def at_least(minimum: int):
+    """argparse type: an integer >= `minimum` (argparse names the flag in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def duration(allow_zero: bool = False):
+    """argparse type: a finite number of seconds, > 0 (>= 0 with `allow_zero`)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (0 <= value if allow_zero else 0 < value) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a {'non-negative' if allow_zero else 'positive'} "
+                                             f"number of seconds, got {text}")
+        return value
+
+    return parse
+
+
 def config_from_args(args: argparse.Namespace, extra: dict | None = None, base: dict | None = None) -> AppoConfig:
     """Resolve the config or exit with status 2 and a message naming the bad key.
 

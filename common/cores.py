@@ -25,6 +25,7 @@ def split_cores(total: int, num_collectors: int, learner_threads: int = 0, colle
     Zero means automatic: the learner takes half (at least one core), the collectors
     share the rest.  A learner training on an accelerator (`accelerator`) only feeds
     it, so it keeps one core (two from 8 cores on) and the collectors get the rest.
+    Each collector's share becomes MuJoCo threads per `collector_mujoco_threads`.
     Explicit values are kept as given.
     """
     if not learner_threads:
@@ -35,5 +36,22 @@ def split_cores(total: int, num_collectors: int, learner_threads: int = 0, colle
         else:
             learner_threads = max(1, total // 2)
     if not collector_threads:
-        collector_threads = max(1, (total - learner_threads) // max(1, num_collectors))
+        collector_threads = collector_mujoco_threads(max(1, (total - learner_threads) // max(1, num_collectors)))
     return learner_threads, collector_threads
+
+
+def collector_mujoco_threads(cores: int) -> int:
+    """MuJoCo threads for a collector that may use `cores`: all of them up to 2, then one less.
+
+    The collector's main thread runs the policy while the other env group's physics
+    runs (collector/rollout.py).  A batch step waits for its slowest thread, so a
+    MuJoCo thread that the main thread pushes off its core stalls the whole step;
+    one core less keeps the collector's busy threads within its cores.  On a
+    16-core host (BENCHMARKS.md) half_cheetah's collector reached 0.93, 0.98, 0.84,
+    0.90 and 0.94 of the physics ceiling in five rounds on 15 threads, and 0.85,
+    0.93, 0.95, 0.83 and 0.90 on 16 (medians 0.93 and 0.90, within that host's
+    noise); Go2 was at 1.00-1.04 either way.  With 2 cores both stay physics
+    threads: one thread would leave no physics to overlap the inference with (0.47
+    of the ceiling against 0.90).
+    """
+    return cores - 1 if cores >= 3 else max(1, cores)

@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common.cli import at_least, duration
 from common.config import load_config
 from common.cores import usable_cores
 from learner.tb_scalars import read_scalars
@@ -186,19 +187,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="appo-bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="go2_joystick_flat")
-    p.add_argument("--num-envs", type=int, default=0, help="envs per collector (default: the task's preset)")
-    p.add_argument("--steps-per-env", type=int, default=0, help="rollout length (default: the task's preset)")
-    p.add_argument("--seconds", type=float, default=10.0, help="length of each throughput measurement")
-    p.add_argument("--iterations", type=int, default=30, help="learner iterations of the end-to-end run")
-    p.add_argument("--collectors", type=int, default=1, help="local collectors of the end-to-end run")
+    p.add_argument("--num-envs", type=at_least(0), default=0, help="envs per collector (default: the task's preset)")
+    p.add_argument("--steps-per-env", type=at_least(0), default=0, help="rollout length (default: the task's preset)")
+    p.add_argument("--seconds", type=duration(), default=10.0, help="length of each throughput measurement")
+    p.add_argument("--iterations", type=at_least(2), default=30, help="learner iterations of the end-to-end run")
+    p.add_argument("--collectors", type=at_least(1), default=1, help="local collectors of the end-to-end run")
     p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     p.add_argument("--json", help="write every figure here")
     args = p.parse_args(argv)
     unknown = set(args.only.split(",")) - set(PARTS)
     if unknown:
         p.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
-    if args.seconds <= 0 or args.iterations < 2 or args.collectors < 1:
-        p.error("--seconds must be > 0, --iterations >= 2, --collectors >= 1")
     return args
 
 

@@ -30,6 +30,7 @@ import time
 import numpy as np
 import zmq
 
+from common.cli import at_least, duration
 from common.config import AppoConfig
 from common.policy import ActorCritic, flat_weights, flat_weights_size
 from common.rollout_spec import RolloutSpec, allocate
@@ -312,16 +313,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m learner.bench_ingest", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="", help="use this task's observation sizes (default: Go2-sized)")
-    p.add_argument("--num-envs", type=int, default=2048)
-    p.add_argument("--steps", type=int, default=24)
-    p.add_argument("--senders", type=int, default=2, help="synthetic collectors for zmq/shm/raw")
-    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--num-envs", type=at_least(1), default=2048)
+    p.add_argument("--steps", type=at_least(1), default=24)
+    p.add_argument("--senders", type=at_least(1), default=2, help="synthetic collectors for zmq/shm/raw")
+    p.add_argument("--seconds", type=duration(), default=10.0)
     p.add_argument("--warmup", type=float, default=3.0)
-    p.add_argument("--port", type=int, default=5790)
-    p.add_argument("--latency-repeats", type=int, default=200)
-    p.add_argument("--scale", type=int, default=0, help="also run the scale rehearsal with this many collectors")
-    p.add_argument("--scale-seconds", type=float, default=180.0)
-    p.add_argument("--max-policy-lag", type=int, default=20, help="bound enforced in the scale rehearsal "
+    p.add_argument("--port", type=at_least(1), default=5790)
+    p.add_argument("--latency-repeats", type=at_least(1), default=200)
+    p.add_argument("--scale", type=at_least(0), default=0,
+                   help="also run the scale rehearsal with this many collectors")
+    p.add_argument("--scale-seconds", type=duration(), default=180.0)
+    p.add_argument("--max-policy-lag", type=at_least(0), default=20, help="bound enforced in the scale rehearsal "
                    "(a version is published every 0.5 s there)")
     p.add_argument("--json", help="write all figures here")
     args = p.parse_args(argv)

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 from torch.distributions import Normal, kl_divergence
 
+from common.cli import at_least, duration
 from common.config import AppoConfig, load_config
 from common.cores import usable_cores
 from common.policy import ActorCritic
@@ -365,13 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m learner.bench_update", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="go2_joystick_flat")
-    p.add_argument("--num-envs", type=int, default=0, help="envs per rollout (default: the task's preset)")
-    p.add_argument("--steps-per-env", type=int, default=0, help="rollout length (default: the task's preset)")
-    p.add_argument("--rollouts", type=int, default=0,
+    p.add_argument("--num-envs", type=at_least(0), default=0, help="envs per rollout (default: the task's preset)")
+    p.add_argument("--steps-per-env", type=at_least(0), default=0, help="rollout length (default: the task's preset)")
+    p.add_argument("--rollouts", type=at_least(0), default=0,
                    help="rollouts per batch (default: training.replay_queue_size of the task's config)")
-    p.add_argument("--seconds", type=float, default=30.0, help="time budget for the measured rounds")
+    p.add_argument("--seconds", type=duration(allow_zero=True), default=30.0,
+                   help="time budget for the measured rounds")
     p.add_argument("--device", default="auto", help="auto (cuda, else mps, else cpu), cpu, cuda, cuda:N, mps")
-    p.add_argument("--threads", type=int, default=0, help="torch threads for both (default: all usable cores)")
+    p.add_argument("--threads", type=at_least(0), default=0, help="torch threads for both (default: all usable cores)")
     p.add_argument("--compile", action="store_true", help="also measure ours with torch.compile")
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"),
                    help="training.precision of ours (default: the task's config, as training runs; the reference "

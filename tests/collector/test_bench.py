@@ -18,18 +18,23 @@ def test_run_and_json_report_the_ceiling_collector_and_ratio(tmp_path):
     for key in ("physics_ceiling_steps_per_s", "collector_steps_per_s", "ratio", "replay_ceiling_steps_per_s",
                 "held_ceiling_steps_per_s", "collector_infer_ms_per_step", "collector_env_ms_per_step"):
         assert result[key] > 0, key
-    assert result["ratio"] == result["collector_steps_per_s"] / result["physics_ceiling_steps_per_s"]
+    assert result["ratio"] == result["collector_steps_per_s"] / result["physics_ceiling_steps_per_s"]  # 1 round
     assert result["held_ratio"] == result["collector_steps_per_s"] / result["held_ceiling_steps_per_s"]
     assert result["random_action_std"] == 0.5  # half_cheetah's preset init_noise_std
     assert result["collector_groups"] == 1  # 8 envs: below the split
+    assert (result["mujoco_threads"], result["collector_mujoco_threads"]) == (1, 1)
 
 
 def test_collector_of_a_large_batch_runs_on_two_groups():
     """From COLLECTOR_SPLIT_MIN_ENVS envs on the benchmarked collector is the double-buffered one."""
     from collector.envs import COLLECTOR_SPLIT_MIN_ENVS
 
-    result = bench.run("inverted_pendulum", COLLECTOR_SPLIT_MIN_ENVS, threads=2, seconds=0.05, rounds=1)
+    result = bench.run("inverted_pendulum", COLLECTOR_SPLIT_MIN_ENVS, threads=3, seconds=0.05, rounds=1)
     assert result["collector_groups"] == 2 and result["collector_steps_per_s"] > 0
+    assert (result["mujoco_threads"], result["collector_mujoco_threads"]) == (3, 2)  # a core for inference
+    forced = bench.run("inverted_pendulum", COLLECTOR_SPLIT_MIN_ENVS, threads=3, seconds=0.05, rounds=1,
+                       collector_threads=3)
+    assert forced["collector_mujoco_threads"] == 3
 
 
 def test_ceiling_actions_are_fresh_draws_with_the_initial_policy_spread():
@@ -53,3 +58,8 @@ def test_replay_actions_are_the_rollout_steps_in_order():
     steps = bench.replay_actions(actions)
     assert len(steps) == 3 and all(s.flags.c_contiguous for s in steps)
     assert all(np.array_equal(s, actions[:, t]) for t, s in enumerate(steps))
+
+
+def test_ratio_is_the_median_of_each_rounds_own_ratio():
+    """Rounds are paired: 0.9, 0.95 and 0.8 give 0.9, where the ratio of the medians (64 / 80) would be 0.8."""
+    assert bench.paired_ratio([90.0, 57.0, 64.0], [100.0, 60.0, 80.0]) == 0.9

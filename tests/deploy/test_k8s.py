@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from deploy_manifests import (
     DOCKERFILES,
     K8S_VERSION,
@@ -27,6 +26,8 @@ from deploy_manifests import (
     status_port,
     workloads,
 )
+
+from common.cores import collector_mujoco_threads
 
 LEARNER, COLLECTOR, TENSORBOARD = "appo-learner", "appo-collector", "appo-tensorboard"
 SECRET = "appo-curve-keys"
@@ -200,7 +201,7 @@ def test_curve_keys_come_from_a_referenced_secret_with_least_privilege(resolved,
 
 
 def test_collectors_are_spread_and_sized_for_their_threads(resolved, k8s_objects):
-    """Collectors spread over nodes, have CPU requests = limits, and --threads equals the CPU limit."""
+    """Collectors spread over nodes, have CPU requests = limits, and --threads leaves the main thread one core."""
     dep = find(k8s_objects, "Deployment", COLLECTOR)
     c, args, cfg = resolved[COLLECTOR]
     spread = pod_spec(dep)["topologySpreadConstraints"]
@@ -209,7 +210,7 @@ def test_collectors_are_spread_and_sized_for_their_threads(resolved, k8s_objects
                for s in spread)
     res = c["resources"]
     assert str(res["requests"]["cpu"]) == str(res["limits"]["cpu"]) and "memory" in res["limits"]
-    assert cfg.training.collector_threads == int(str(res["limits"]["cpu"]))
+    assert cfg.training.collector_threads == collector_mujoco_threads(int(str(res["limits"]["cpu"])))
 
 
 def test_network_policy_admits_only_collectors_to_the_zeromq_ports(resolved, k8s_objects):
