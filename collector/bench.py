@@ -81,13 +81,18 @@ def measure_collector(collector, seconds: float, out: dict[str, np.ndarray] | No
     return rate, {"infer_ms": infer_ms / steps, "step_ms": step_ms / steps}
 
 
+def round_ratios(ours: list[float], ceiling: list[float]) -> list[float]:
+    """ours / ceiling within each round."""
+    return [a / b for a, b in zip(ours, ceiling, strict=True)]
+
+
 def paired_ratio(ours: list[float], ceiling: list[float]) -> float:
     """Median over rounds of ours / ceiling within each round.
 
     A round's figures are measured back to back, so a slow spell of a shared machine
     (whose speed wanders by 10-15% here over minutes) divides out of its ratio.
     """
-    return float(np.median([a / b for a, b in zip(ours, ceiling, strict=True)]))
+    return float(np.median(round_ratios(ours, ceiling)))
 
 
 def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 3,
@@ -148,6 +153,7 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
         "physics_ceiling_steps_per_s": median["physics_ceiling_steps_per_s"],
         "collector_steps_per_s": ours,
         "ratio": paired_ratio(figures["collector_steps_per_s"], figures["physics_ceiling_steps_per_s"]),
+        "round_ratios": round_ratios(figures["collector_steps_per_s"], figures["physics_ceiling_steps_per_s"]),
         "ratio_of_medians": ours / median["physics_ceiling_steps_per_s"],
         # Per control step of all N envs, main thread: policy inference + recording, and stepping
         # the env (with two groups: waiting for the physics and the NumPy work of each step).
@@ -188,9 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"collector       : {result['collector_steps_per_s']:12,.0f} env-steps/s  "
           f"(main thread per step: inference {result['collector_infer_ms_per_step']:.1f} ms, "
           f"env {result['collector_env_ms_per_step']:.1f} ms)")
-    rounds = result["rounds"]
-    per_round = ", ".join(f"{a / b:.3f}" for a, b in zip(rounds["collector_steps_per_s"],
-                                                          rounds["physics_ceiling_steps_per_s"], strict=True))
+    per_round = ", ".join(f"{r:.3f}" for r in result["round_ratios"])
     print(f"ratio           : {result['ratio']:12.3f}  (median of the rounds' ratios: {per_round})")
     if args.held_ceiling:
         print(f"held ceiling    : {result['held_ceiling_steps_per_s']:12,.0f} env-steps/s  "
