@@ -12,6 +12,7 @@ import time
 import numpy as np
 import torch
 
+from collector.actor_snapshot import ActorSnapshot
 from collector.envs.batched import EnvGroups
 from common.config import AppoConfig
 from common.logging import get_logger
@@ -111,6 +112,7 @@ class Collector:
         self.policy = ActorCritic.from_config(cfg, env.spec).to(self.device).eval()
         # Inference is most of the main thread's work per step (bf16 cuts it on a native-bf16 CPU).
         self.hidden_dtype = HIDDEN_DTYPES[resolve_precision(cfg.training.precision, self.device)]
+        self.actor = ActorSnapshot(self.policy, self.hidden_dtype)
         self.version = -1
         self.seq = 0
         self.gamma = cfg.algo.algorithm.gamma
@@ -127,6 +129,7 @@ class Collector:
         first = self.version < 0
         self.version, flat = got
         load_flat_weights(self.policy, flat)
+        self.actor.refresh()
         if first:
             log.info("received weights", version=self.version)
         return True
@@ -216,7 +219,7 @@ class Collector:
     def _act(self, g: EnvGroup, out: dict[str, np.ndarray], t: int, obs: np.ndarray, critic: np.ndarray) -> None:
         """Record group g's (obs, critic) at step t, sample its actions, and start its physics step."""
         t0 = time.perf_counter()
-        actions, log_probs = self.policy.act(torch.from_numpy(obs).to(self.device), self.hidden_dtype)
+        actions, log_probs = self.actor.sample(torch.from_numpy(obs).to(self.device))
         actions_np = actions.cpu().numpy()
         out["obs"][g.rows, t] = obs
         out["critic"][g.rows, t] = critic

@@ -30,6 +30,7 @@ def _collector(env, overlap: bool = True, weights_from: Collector | None = None,
     c = Collector(cfg, env, channel=None, stop_event=threading.Event(), overlap=overlap)
     if weights_from is not None:
         c.policy.load_state_dict(weights_from.policy.state_dict())
+        c.actor.refresh()
     return c
 
 
@@ -130,7 +131,7 @@ def test_deterministic_reset_reproduces_a_grouped_rollout():
 
 
 def test_plain_env_loop_is_unchanged_by_the_grouping_code():
-    """On a plain env the loop samples with policy.act over all N envs at once, as before the groups."""
+    """On a plain env the loop samples over all N envs at once, as before the groups."""
     env = make_env("half_cheetah", 6, 1, seed=9)
     c = _collector(env)
     torch.manual_seed(11)
@@ -138,8 +139,7 @@ def test_plain_env_loop_is_unchanged_by_the_grouping_code():
     out = allocate(c.spec)
     c.fill_rollout(out, obs, critic)
     torch.manual_seed(11)
-    with torch.no_grad():
-        actions, log_probs = c.policy.act(torch.from_numpy(obs), c.hidden_dtype)
+    actions, log_probs = c.actor.sample(torch.from_numpy(obs))
     env.close()
     np.testing.assert_array_equal(out["obs"][:, 0], obs)
     np.testing.assert_array_equal(out["actions"][:, 0], actions.numpy())
