@@ -92,7 +92,8 @@ def test_collector_samples_the_weights_it_received(tmp_path):
     cfg = load_config(extra={"task": "half_cheetah", "algo": {"num_envs": 4, "steps_per_env": 3},
                              "training": {"precision": "fp32"}}, environ={})
     spec = RolloutSpec.for_task(env.spec, 4, 3)
-    learner_side = LearnerShm(tmp_path, "run", spec, num_weights=flat_weights_size(ActorCritic.from_config(cfg, env.spec)))
+    size = flat_weights_size(ActorCritic.from_config(cfg, env.spec))
+    learner_side = LearnerShm(tmp_path, "run", spec, num_weights=size)
     channel = CollectorShm(learner_side.run_dir, 0, spec)
     try:
         c = Collector(cfg, env, channel, stop_event=threading.Event())
