@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(PY) -m collector.bench --task half_cheetah --num-envs 512
+	$(PY) -m benchmarks.physics --task half_cheetah --num-envs 512
 
 clean:
 	rm -rf $(VENV) logs

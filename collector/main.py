@@ -14,14 +14,15 @@ import torch
 
 from common.cli import add_config_args, config_from_args, install_stop_handlers
 from common.cores import split_cores, usable_cores
-from common.curve import CurveError
 from common.logging import get_logger, setup_logging
 from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
-from common.shm_transport import TransportError, claim_collector_id
 from common.task_plugins import resolve_task_spec
 from common.task_spec import UnknownTaskError
-from common.transports import collector_transport
+from common.transport.curve import CurveError
+from common.transport.factory import collector_transport
+from common.transport.interface import TransportError
+from common.transport.shm import claim_collector_id
 
 log = get_logger("collector")
 

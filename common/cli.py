@@ -40,7 +40,7 @@ def duration(allow_zero: bool = False):
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (0 <= value if allow_zero else 0 < value) or value == float("inf"):
+        if not (value >= 0 if allow_zero else value > 0) or value == float("inf"):
             raise argparse.ArgumentTypeError(f"must be a {'non-negative' if allow_zero else 'positive'} "
                                              f"number of seconds, got {text}")
         return value

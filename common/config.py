@@ -109,7 +109,7 @@ class TrainingConfig(_Section):
     collector_gone_timeout_s: float = Field(120.0, gt=0, description="Stop with an error if no collector for this long.")
     learner_threads: int = Field(0, ge=0, description="torch intra-op threads in the learner; 0 = automatic split.")
     compile: bool = Field(False, description="torch.compile the learner's minibatch forward and loss (compiles on "
-                          "the first update; measure with python -m learner.bench_update --compile).")
+                          "the first update; measure with python -m benchmarks.update --compile).")
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "fp32",
         description="Arithmetic of the policy's hidden layers in the learner's update and the collectors' "
@@ -120,7 +120,7 @@ class TrainingConfig(_Section):
         "matmuls to dominate (at go2's preset sizes an H200 update took 0.87x the fp32 speed). auto: bf16 on "
         "a CPU with native bf16, else fp32; the go2_joystick_flat and half_cheetah presets use it, where it "
         "was validated. float32 by default: with bf16, inverted_pendulum missed its 900 return in 2 of 7 runs. "
-        "Measure with python -m learner.bench_update --precision bf16.",
+        "Measure with python -m benchmarks.update --precision bf16.",
     )
     collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
     console: bool = Field(True, description="Print the live console line each iteration.")

@@ -14,6 +14,8 @@ import numpy as np
 from common.task_spec import TaskSpec
 
 DTYPE = np.dtype("<f4")
+# Fields with a time axis; the learner turns them time-major [T, N, ...] for V-trace.
+SEQUENCE_FIELDS = ("obs", "critic", "actions", "log_probs", "rewards", "dones", "truncated")
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class RolloutSpec:
     act_dim: int
 
     @classmethod
-    def for_task(cls, task: TaskSpec, num_envs: int, steps: int) -> "RolloutSpec":
+    def for_task(cls, task: TaskSpec, num_envs: int, steps: int) -> RolloutSpec:
         return cls(task.name, num_envs, steps, task.obs_dim, task.critic_dim, task.act_dim)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:

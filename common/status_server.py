@@ -37,9 +37,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping
+from typing import Any
 
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_LEARNER_PORT = 9100
@@ -201,7 +202,7 @@ def _run_check(check: Check | None) -> tuple[bool, str]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
     timeout = 10  # a client that stalls mid-request releases its thread
     server_version = "appo-status"
     sys_version = ""
@@ -244,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    owner: "StatusServer"
+    owner: StatusServer
 
 
 class StatusServer:
@@ -271,7 +272,7 @@ class StatusServer:
         values.setdefault("process_start_time_seconds", self.started_at)
         return render_metrics(values)
 
-    def start(self) -> "StatusServer":
+    def start(self) -> StatusServer:
         if self._server is not None:
             return self
         server_cls = _Server
@@ -306,7 +307,7 @@ class StatusServer:
             self._thread.join(timeout)
             self._thread = None
 
-    def __enter__(self) -> "StatusServer":
+    def __enter__(self) -> StatusServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

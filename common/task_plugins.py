@@ -143,7 +143,7 @@ def _builtin_task_spec():
 # ---------------------------------------------------------------- Gymnasium
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gym_spec(gym_id: str) -> TaskSpec:
     """Spec of a Gymnasium environment, read from one instance's spaces (made once per process)."""
     import gymnasium

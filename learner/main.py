@@ -16,12 +16,11 @@ import torch
 
 from common.cli import add_config_args, install_stop_handlers
 from common.cores import usable_cores
-from common.curve import CurveError
 from common.logging import get_logger, setup_logging
-from common.transports import learner_transport
-from learner.learner import CollectorsGone
+from common.transport.curve import CurveError
+from common.transport.factory import learner_transport
+from learner.run import run_learner
 from learner.session import add_run_args, prepare
-from learner.status import start_learner_status
 
 log = get_logger("learner")
 
@@ -51,21 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shm_dir={transport.run_dir}", flush=True)
     where = str(transport.run_dir) if cfg.transport.kind == "shm" else cfg.transport.listen
     log.info("learner waiting for collectors", transport=cfg.transport.kind, at=where, run_dir=str(session.run_dir))
-    status = None
-    try:
-        learner = session.learner(transport, stop)
-        status = start_learner_status(learner)
-        summary = learner.run()
-    except CollectorsGone as exc:
-        log.error("training stopped: no collectors", reason=str(exc))
-        return 1
-    finally:
-        if status:
-            status.stop()
-        transport.request_stop()
-        transport.close()
-    log.info("done", status=summary["status"], iterations=summary["completed_iterations"])
-    return 0
+    return run_learner(session, transport, stop)
 
 
 if __name__ == "__main__":

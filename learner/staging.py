@@ -13,10 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from common.rollout_spec import RolloutSpec
+from common.rollout_spec import SEQUENCE_FIELDS, RolloutSpec
 from learner.ring import Ring, SlotMeta
-
-SEQUENCE_FIELDS = ("obs", "critic", "actions", "log_probs", "rewards", "dones", "truncated")
 
 
 @dataclass

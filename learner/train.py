@@ -11,11 +11,11 @@ import torch
 from common.cli import add_config_args, install_stop_handlers
 from common.cores import split_cores, usable_cores
 from common.logging import get_logger, setup_logging
-from common.shm_transport import LearnerShm
-from learner.learner import CollectorsGone, resolve_device
+from common.transport.shm import LearnerShm
+from learner.learner import resolve_device
 from learner.local_collectors import LocalCollectors
+from learner.run import run_learner
 from learner.session import add_run_args, prepare
-from learner.status import start_learner_status
 
 log = get_logger("train")
 
@@ -54,25 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     collectors = LocalCollectors(args.collectors, session.config_path, transport.run_dir, collector_threads,
                                  session.run_dir, cfg.training.collector_max_restarts,
                                  cfg.training.collector_restart_backoff_s)
-    status = None
-    try:
-        learner = session.learner(transport, stop)
-        learner.health.append(collectors.check)
-        status = start_learner_status(learner)
-        collectors.start()
-        summary = learner.run()
-    except CollectorsGone as exc:
-        log.error("training stopped: no collectors", reason=str(exc))
-        return 1
-    finally:
-        if status:
-            status.stop()
-        transport.request_stop()
-        collectors.stop()
-        transport.close()
-    log.info("done", status=summary["status"], iterations=summary["completed_iterations"],
-             summary=str(session.run_dir / "summary.json"))
-    return 0
+    return run_learner(session, transport, stop, collectors)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 import torch
 
@@ -14,7 +13,7 @@ from collector.rollout import Collector
 from common.config import PolicyConfig, load_config
 from common.policy import ActorCritic, flat_weights, flat_weights_size
 from common.rollout_spec import RolloutSpec
-from common.shm_transport import CollectorShm, LearnerShm
+from common.transport.shm import CollectorShm, LearnerShm
 
 
 def _policy(activation: str, seed: int = 0) -> ActorCritic:

@@ -6,9 +6,8 @@ import argparse
 
 import pytest
 
-from collector import bench as collector_bench
+from benchmarks import appo_bench, ingest, physics, update
 from common.cli import at_least, duration
-from learner import bench, bench_ingest, bench_update
 
 
 def test_at_least_and_duration_parse_and_refuse():
@@ -24,12 +23,12 @@ def test_at_least_and_duration_parse_and_refuse():
 
 
 @pytest.mark.parametrize(("main", "argv", "flag"), [
-    (collector_bench.main, ["--threads", "-1"], "--threads"),
-    (collector_bench.main, ["--rounds", "0"], "--rounds"),
-    (collector_bench.main, ["--seconds", "0"], "--seconds"),
-    (bench_update.main, ["--num-envs", "-4"], "--num-envs"),
-    (bench.main, ["--iterations", "0"], "--iterations"),
-    (bench_ingest.main, ["--senders", "zero"], "--senders"),
+    (physics.main, ["--threads", "-1"], "--threads"),
+    (physics.main, ["--rounds", "0"], "--rounds"),
+    (physics.main, ["--seconds", "0"], "--seconds"),
+    (update.main, ["--num-envs", "-4"], "--num-envs"),
+    (appo_bench.main, ["--iterations", "0"], "--iterations"),
+    (ingest.main, ["--senders", "zero"], "--senders"),
 ])
 def test_bench_commands_exit_2_naming_the_bad_flag(main, argv, flag, capsys):
     """A bad value stops the command with argparse's status 2 and a message naming the flag."""

@@ -26,4 +26,4 @@ def test_auto_is_bf16_only_on_a_native_bf16_cpu():
     assert resolve_precision("auto", torch.device("cuda")) == "fp32"
     assert resolve_precision("fp32", torch.device("cpu")) == "fp32"
     assert resolve_precision("bf16", torch.device("cuda")) == "bf16"
-    assert HIDDEN_DTYPES == {"fp32": None, "bf16": torch.bfloat16}
+    assert {"fp32": None, "bf16": torch.bfloat16} == HIDDEN_DTYPES

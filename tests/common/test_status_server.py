@@ -197,9 +197,8 @@ def test_stop_releases_the_port_and_ends_the_thread():
 
 def test_a_port_in_use_fails_at_start():
     """start() binds synchronously, so a taken port is an OSError the process can report."""
-    with StatusServer(0, host="127.0.0.1") as first:
-        with pytest.raises(OSError):
-            StatusServer(first.port, host="127.0.0.1").start()
+    with StatusServer(0, host="127.0.0.1") as first, pytest.raises(OSError):
+        StatusServer(first.port, host="127.0.0.1").start()
 
 
 def test_binds_all_interfaces_by_default():

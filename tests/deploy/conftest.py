@@ -1,17 +1,9 @@
-"""Fixtures of the deploy tests: the rendered manifests, the resolved compose models, network namespaces."""
+"""Fixtures of the deploy tests: the rendered manifests and the resolved compose models."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
 from deploy_manifests import COMPOSE_FILES, compose_model, render_k8s
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # netlab.py
-
-from netlab import netlab  # noqa: E402,F401  (the network-namespace fixture of the e2e tests)
 
 
 @pytest.fixture(scope="session")

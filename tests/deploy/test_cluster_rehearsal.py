@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from deploy_manifests import (
     DOCKERFILES,
     entrypoint,

@@ -6,7 +6,6 @@ import re
 import subprocess
 
 import pytest
-
 from deploy_manifests import (
     COMPOSE_FILES,
     DOCKERFILES,

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from deploy_manifests import DOCKERFILES, ROOT, dockerfile_stages, entrypoint, final_stage, labels, project_version
 
 

@@ -5,9 +5,9 @@ import signal
 import subprocess
 
 import torch
+from e2e_helpers import children, exe, free_port, last, read_summary, scalars, wait_for
 
 from common.checkpoint_io import load_checkpoint
-from e2e_helpers import children, exe, free_port, last, read_summary, scalars, wait_for
 
 TINY = [
     "--task", "inverted_pendulum", "training.console=false",

@@ -7,11 +7,11 @@ import subprocess
 import msgpack
 import numpy as np
 import zmq
+from e2e_helpers import exe, free_port, last, read_summary, scalars, wait_for
 
 from common.rollout_spec import RolloutSpec, allocate
 from common.task_spec import task_spec
-from common.wire import decode_control, encode_control, encode_rollout
-from e2e_helpers import exe, free_port, last, read_summary, scalars, wait_for
+from common.transport.wire import decode_control, encode_control, encode_rollout
 
 TINY = [
     "--task", "inverted_pendulum",

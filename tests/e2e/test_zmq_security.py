@@ -83,7 +83,7 @@ def test_rollouts_beyond_max_policy_lag_are_refused(tmp_path):
     from common.policy import ActorCritic, flat_weights_size
     from common.rollout_spec import RolloutSpec
     from common.task_spec import task_spec
-    from common.zmq_collector import CollectorZmq
+    from common.transport.zmq_collector import CollectorZmq
 
     port = free_port()
     # A pool as large as the ring: each lap takes every ready rollout, so the fast collector's

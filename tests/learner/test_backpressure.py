@@ -7,8 +7,8 @@ import pytest
 
 from common.config import load_config
 from common.policy import ActorCritic, flat_weights_size
-from common.shm_transport import LearnerShm
 from common.task_spec import task_spec
+from common.transport.shm import LearnerShm
 from learner.learner import Learner
 from learner.ring import SlotMeta
 

@@ -9,8 +9,8 @@ import torch
 
 from common.checkpoint_io import load_checkpoint
 from common.config import load_config
-from common.shm_transport import LearnerShm
 from common.task_spec import task_spec
+from common.transport.shm import LearnerShm
 from learner.checkpoint import save_checkpoint
 from learner.learner import Learner
 from learner.ring import SlotMeta

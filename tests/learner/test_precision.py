@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from common.config import load_config
+from common.synthetic import synthetic_batch
 from common.task_spec import task_spec
 from learner.appo import APPO
-from learner.bench_update import synthetic_batch
 
 TASK = task_spec("go2_joystick_flat")
 CPU = torch.device("cpu")

@@ -6,7 +6,6 @@ import sys
 import time
 from pathlib import Path
 
-
 BIN = Path(sys.executable).parent
 
 

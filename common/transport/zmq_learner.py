@@ -25,12 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import zmq
 
-from common.arrival import Arrival
-from common.curve import ServerKeys
 from common.logging import RateLimitedLog, get_logger
 from common.rollout_spec import RolloutSpec
-from common.wire import WireError, decode_control, decode_rollout, encode_control
-from common.zmq_endpoints import weights_endpoint
+from common.transport.curve import ServerKeys
+from common.transport.endpoints import weights_endpoint
+from common.transport.interface import Arrival
+from common.transport.wire import WireError, decode_control, decode_rollout, encode_control
 
 log = get_logger("zmq")
 CONTROL_KINDS = {"hello", "heartbeat", "bye"}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from common.rollout_spec import RolloutSpec
-from common.shm_transport import MSG, CollectorShm, LearnerShm, sweep_stale
+from common.transport.shm import MSG, CollectorShm, LearnerShm, sweep_stale
 
 SPEC = RolloutSpec("t", num_envs=8, steps=5, obs_dim=4, critic_dim=6, act_dim=2)
 
@@ -153,7 +153,7 @@ def test_restarted_collector_replaces_its_predecessor(learner):
 def test_rollout_from_another_process(learner):
     """A real second process fills and commits a buffer; the learner reads its values."""
     code = (
-        "import sys; from common.rollout_spec import RolloutSpec; from common.shm_transport import CollectorShm\n"
+        "import sys; from common.rollout_spec import RolloutSpec; from common.transport.shm import CollectorShm\n"
         "spec = RolloutSpec('t', 8, 5, 4, 6, 2)\n"
         "c = CollectorShm(sys.argv[1], 2, spec, buffers=1)\n"
         "b = c.acquire(1)\n"
@@ -196,7 +196,7 @@ def test_close_removes_run_dir(tmp_path):
 
 def test_joining_a_non_run_directory_fails_clearly(tmp_path):
     """A collector pointed at the wrong directory gets an error naming it."""
-    from common.shm_transport import TransportError
+    from common.transport.interface import TransportError
 
     with pytest.raises(TransportError, match=str(tmp_path)):
         CollectorShm(tmp_path, 0, SPEC)

@@ -1,6 +1,6 @@
 """Collector throughput against the physics ceiling, measured in one run.
 
-    python -m collector.bench --task half_cheetah --num-envs 512
+    python -m benchmarks.physics --task half_cheetah --num-envs 512
 
 ceiling:   env.step of one batch of N envs (threaded physics + vectorised obs/reward), no policy,
            with random actions drawn afresh each step from the initial policy's distribution,
@@ -168,7 +168,7 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m collector.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.physics", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="half_cheetah")
     p.add_argument("--num-envs", type=at_least(1), default=512)

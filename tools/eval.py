@@ -16,8 +16,8 @@ the robot's root body; --plot draws that episode's velocities.
 
 from __future__ import annotations
 
-# First: sets MUJOCO_GL before anything imports MuJoCo (see collector/video.py).
-from collector import video  # isort: skip
+# First: sets MUJOCO_GL before anything imports MuJoCo (see tools/video.py).
+from tools import video  # isort: skip
 
 import argparse
 import json
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from collector.eval_plot import EpisodeTrace, plot_episode
 from common.checkpoint_io import CheckpointError, LoadedPolicy, add_checkpoint_args, find_checkpoint, load_policy
 from common.cores import usable_cores
 from common.task_spec import UnknownTaskError
+from tools.eval_plot import EpisodeTrace, plot_episode
 
 # --video and --plot need these (the `tools` extra); plain evaluation does not.
 TOOLS_MODULES = {"matplotlib", "imageio", "imageio_ffmpeg"}
@@ -194,7 +194,7 @@ def check_dims(policy: LoadedPolicy, env) -> None:
 
 def evaluate(args: argparse.Namespace) -> dict:
     """Load, run, record; the figures (and the files written) as a dict."""
-    from collector.envs import make_env  # after collector.video fixed the GL backend
+    from collector.envs import make_env  # after tools.video fixed the GL backend
 
     path = find_checkpoint(args.load_run, args.task, args.log_root, args.checkpoint)
     policy = load_policy(path)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from common.rollout_spec import RolloutSpec, allocate
-from common.wire import WireError, decode_control, decode_rollout, encode_control, encode_rollout
+from common.transport.wire import WireError, decode_control, decode_rollout, encode_control, encode_rollout
 
 SPEC = RolloutSpec("half_cheetah", num_envs=4, steps=3, obs_dim=17, critic_dim=17, act_dim=6)
 

@@ -33,8 +33,8 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
-from common.arrival import Arrival
 from common.rollout_spec import RolloutSpec, views
+from common.transport.interface import Arrival, RolloutBuffer, TransportError
 
 DIR_PREFIX = "appo-"
 MSG = struct.Struct("<II")  # (incarnation nonce, buffer index)
@@ -46,10 +46,6 @@ MAX_STATS_BYTES = HEADER_BYTES - BUF_HEADER.size
 # Weights: seq (odd while writing), version, float count, stop flag.
 WEIGHTS_HEADER = struct.Struct("<qqqq")
 WEIGHTS_HEADER_BYTES = 64
-
-
-class TransportError(RuntimeError):
-    pass
 
 
 def pid_alive(pid: int) -> bool:
@@ -188,14 +184,6 @@ class WeightsBoard:
 
 
 # ---------------------------------------------------------------- collector side
-
-
-@dataclass
-class RolloutBuffer:
-    """One of a collector's buffers: write the arrays, then commit it."""
-
-    index: int
-    arrays: dict[str, np.ndarray]
 
 
 class CollectorShm:

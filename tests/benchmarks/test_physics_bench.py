@@ -1,4 +1,4 @@
-"""collector.bench as functions: the figures appo-bench reads from its --json file."""
+"""benchmarks.physics as functions: the figures appo-bench reads from its --json file."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 
-from collector import bench
+from benchmarks import physics
 
 
 def test_run_and_json_report_the_ceiling_collector_and_ratio(tmp_path):
     """run() and main(--json) give positive ceiling, collector, held and replay figures under the documented keys."""
-    path = tmp_path / "bench.json"
-    assert bench.main(["--task", "half_cheetah", "--num-envs", "8", "--threads", "1", "--seconds", "0.05",
+    path = tmp_path / "physics.json"
+    assert physics.main(["--task", "half_cheetah", "--num-envs", "8", "--threads", "1", "--seconds", "0.05",
                        "--rounds", "1", "--replay-ceiling", "--held-ceiling", "--json", str(path)]) == 0
     result = json.loads(path.read_text())
     for key in ("physics_ceiling_steps_per_s", "collector_steps_per_s", "ratio", "replay_ceiling_steps_per_s",
@@ -29,10 +29,10 @@ def test_collector_of_a_large_batch_runs_on_two_groups():
     """From COLLECTOR_SPLIT_MIN_ENVS envs on the benchmarked collector is the double-buffered one."""
     from collector.envs import COLLECTOR_SPLIT_MIN_ENVS
 
-    result = bench.run("inverted_pendulum", COLLECTOR_SPLIT_MIN_ENVS, threads=3, seconds=0.05, rounds=1)
+    result = physics.run("inverted_pendulum", COLLECTOR_SPLIT_MIN_ENVS, threads=3, seconds=0.05, rounds=1)
     assert result["collector_groups"] == 2 and result["collector_steps_per_s"] > 0
     assert (result["mujoco_threads"], result["collector_mujoco_threads"]) == (3, 2)  # a core for inference
-    forced = bench.run("inverted_pendulum", COLLECTOR_SPLIT_MIN_ENVS, threads=3, seconds=0.05, rounds=1,
+    forced = physics.run("inverted_pendulum", COLLECTOR_SPLIT_MIN_ENVS, threads=3, seconds=0.05, rounds=1,
                        collector_threads=3)
     assert forced["collector_mujoco_threads"] == 3
 
@@ -43,8 +43,8 @@ def test_ceiling_actions_are_fresh_draws_with_the_initial_policy_spread():
 
     with make_env("half_cheetah", 512, 1, seed=0) as env:
         rng = np.random.default_rng(0)
-        drawn = bench.random_policy_actions(env, 0.5, 4, rng)
-        held = bench.held_actions(env, rng)
+        drawn = physics.random_policy_actions(env, 0.5, 4, rng)
+        held = physics.held_actions(env, rng)
     assert len(drawn) == 4 and all(a.shape == (512, 6) and a.dtype == np.float32 for a in drawn)
     assert not np.array_equal(drawn[0], drawn[1])
     both = np.stack(drawn)
@@ -55,11 +55,11 @@ def test_ceiling_actions_are_fresh_draws_with_the_initial_policy_spread():
 def test_replay_actions_are_the_rollout_steps_in_order():
     """Replayed step t is the rollout's actions[:, t], contiguous."""
     actions = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
-    steps = bench.replay_actions(actions)
+    steps = physics.replay_actions(actions)
     assert len(steps) == 3 and all(s.flags.c_contiguous for s in steps)
     assert all(np.array_equal(s, actions[:, t]) for t, s in enumerate(steps))
 
 
 def test_ratio_is_the_median_of_each_rounds_own_ratio():
     """Rounds are paired: 0.9, 0.95 and 0.8 give 0.9, where the ratio of the medians (64 / 80) would be 0.8."""
-    assert bench.paired_ratio([90.0, 57.0, 64.0], [100.0, 60.0, 80.0]) == 0.9
+    assert physics.paired_ratio([90.0, 57.0, 64.0], [100.0, 60.0, 80.0]) == 0.9

@@ -1,7 +1,7 @@
 """Learning curve of a run from its TensorBoard events: mean reward and tracking error against
 env steps and wall time.
 
-    python -m learner.plot_curve logs/appo/go2_joystick_flat/<run> --out docs/go2_learning_curve.png
+    python -m tools.plot_curve logs/appo/go2_joystick_flat/<run> --out docs/go2_learning_curve.png
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from learner.tb_scalars import read_scalars
+from tools.tb_scalars import read_scalars
 
 
 def read_series(run: Path) -> dict[str, np.ndarray]:
@@ -56,7 +56,7 @@ def plot(series: dict[str, np.ndarray], out: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m learner.plot_curve", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m tools.plot_curve", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, help="run directory (holds the TensorBoard events)")
     p.add_argument("--out", type=Path, required=True, help="PNG to write")

@@ -1,7 +1,7 @@
 """Ingest benchmark: how many rollouts per second the learner can accept, per transport, in one run.
 
-    python -m learner.bench_ingest                       # default-size rollouts, all measurements
-    python -m learner.bench_ingest --scale 32 --scale-seconds 180
+    python -m benchmarks.ingest                       # default-size rollouts, all measurements
+    python -m benchmarks.ingest --scale 32 --scale-seconds 180
 
 Synthetic collectors (separate processes, no physics) send rollouts of the
 reference size (2048 envs x 24 steps, Go2-sized observations) as fast as flow
@@ -35,7 +35,7 @@ from common.config import AppoConfig
 from common.policy import ActorCritic, flat_weights, flat_weights_size
 from common.rollout_spec import RolloutSpec, allocate
 from common.task_spec import TaskSpec
-from common.wire import encode_rollout
+from common.transport.wire import encode_rollout
 from learner.receiver import Receiver
 from learner.ring import Ring
 
@@ -56,7 +56,7 @@ def rss_mb() -> float:
 
 
 def _zmq_sender(endpoint: str, spec: RolloutSpec, seconds: float, name: str, result: mp.Queue) -> None:
-    from common.zmq_collector import CollectorZmq
+    from common.transport.zmq_collector import CollectorZmq
 
     num_weights = flat_weights_size(ActorCritic.from_config(AppoConfig(task="bench"), GO2_LIKE))
     ch = CollectorZmq(endpoint, spec, name, num_weights, 2, 1.0, 30.0)
@@ -80,7 +80,7 @@ def _zmq_sender(endpoint: str, spec: RolloutSpec, seconds: float, name: str, res
 
 
 def _shm_sender(run_dir: str, cid: int, spec: RolloutSpec, seconds: float, result: mp.Queue) -> None:
-    from common.shm_transport import CollectorShm
+    from common.transport.shm import CollectorShm
 
     ch = CollectorShm(run_dir, cid, spec, buffers=2)
     for b in ch.buffers:
@@ -193,7 +193,7 @@ def _measure(transport, spec: RolloutSpec, seconds: float, warmup: float, publis
 
 def bench_zmq(spec: RolloutSpec, senders: int, seconds: float, warmup: float, port: int,
               bump_every_s: float | None = None, max_policy_lag: int | None = None) -> dict:
-    from common.zmq_learner import LearnerZmq
+    from common.transport.zmq_learner import LearnerZmq
 
     num_weights = flat_weights_size(ActorCritic.from_config(AppoConfig(task="bench"), GO2_LIKE))
     endpoint = f"tcp://127.0.0.1:{port}"
@@ -222,7 +222,7 @@ def bench_zmq(spec: RolloutSpec, senders: int, seconds: float, warmup: float, po
 
 
 def bench_shm(spec: RolloutSpec, senders: int, seconds: float, warmup: float) -> dict:
-    from common.shm_transport import LearnerShm
+    from common.transport.shm import LearnerShm
 
     learner = LearnerShm("/dev/shm", f"bench-{os.getpid()}", spec, 16)
     learner.publish_weights(0, np.zeros(16, np.float32))
@@ -276,8 +276,8 @@ def bench_raw(spec: RolloutSpec, senders: int, seconds: float, warmup: float, po
 
 def bench_weight_latency(port: int, repeats: int) -> dict:
     """Publish -> receive latency of the default actor+critic over loopback (both ends in this process)."""
-    from common.zmq_collector import CollectorZmq
-    from common.zmq_learner import LearnerZmq
+    from common.transport.zmq_collector import CollectorZmq
+    from common.transport.zmq_learner import LearnerZmq
 
     cfg = AppoConfig(task="bench")
     model = ActorCritic.from_config(cfg, GO2_LIKE)
@@ -310,7 +310,7 @@ def bench_weight_latency(port: int, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m learner.bench_ingest", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.ingest", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="", help="use this task's observation sizes (default: Go2-sized)")
     p.add_argument("--num-envs", type=at_least(1), default=2048)

@@ -7,11 +7,11 @@
 Each part runs as its own process (own threads, own GIL), one after the other:
   physics    threaded MuJoCo stepping, no policy, with random actions drawn each step from the
              initial policy's spread (the ceiling), with one held uniform array, and fed the
-             actions the collector's policy sampled (the collector's own physics)  (python -m collector.bench)
+             actions the collector's policy sampled (the collector's own physics)  (python -m benchmarks.physics)
   collector  the real rollout loop: inference + recording, no learner (same process as physics, interleaved)
   learner    process + update on synthetic rollouts, ours against a
-             straightforward reference loop, with per-phase times       (python -m learner.bench_update)
-  ingest     rollouts/s into the ring through each transport           (python -m learner.bench_ingest)
+             straightforward reference loop, with per-phase times       (python -m benchmarks.update)
+  ingest     rollouts/s into the ring through each transport           (python -m benchmarks.ingest)
   e2e        appo-train for a fixed number of iterations: trained env-steps/s, the fraction of
              simulated env steps trained on, learner wait, policy lag
 Ratios are printed beside the absolute figures; --json writes everything.
@@ -33,7 +33,7 @@ from pathlib import Path
 from common.cli import at_least, duration
 from common.config import load_config
 from common.cores import usable_cores
-from learner.tb_scalars import read_scalars
+from tools.tb_scalars import read_scalars
 
 PARTS = ("physics", "learner", "ingest", "e2e")  # physics includes the collector-alone figure
 
@@ -47,20 +47,20 @@ def _run_json(args: list[str], out: Path, timeout: float) -> dict:
 
 
 def bench_physics(task: str, num_envs: int, seconds: float, tmp: Path) -> dict:
-    # The physics cost per step depends on the actions (collector.bench's docstring), so the
+    # The physics cost per step depends on the actions (benchmarks.physics's docstring), so the
     # held-action and the collector's-own-actions ceilings are measured beside the random one.
-    return _run_json(["collector.bench", "--task", task, "--num-envs", str(num_envs), "--replay-ceiling",
+    return _run_json(["benchmarks.physics", "--task", task, "--num-envs", str(num_envs), "--replay-ceiling",
                       "--held-ceiling", "--seconds", str(seconds)], tmp / "physics.json", timeout=60 + 16 * seconds)
 
 
 def bench_learner(task: str, num_envs: int, steps: int, seconds: float, tmp: Path) -> dict:
-    return _run_json(["learner.bench_update", "--task", task, "--num-envs", str(num_envs),
+    return _run_json(["benchmarks.update", "--task", task, "--num-envs", str(num_envs),
                       "--steps-per-env", str(steps), "--seconds", str(seconds)],
                      tmp / "learner.json", timeout=600 + 8 * seconds)
 
 
 def bench_ingest(task: str, num_envs: int, steps: int, seconds: float, tmp: Path) -> dict:
-    return _run_json(["learner.bench_ingest", "--task", task, "--num-envs", str(num_envs), "--steps", str(steps),
+    return _run_json(["benchmarks.ingest", "--task", task, "--num-envs", str(num_envs), "--steps", str(steps),
                       "--seconds", str(seconds), "--warmup", str(max(2.0, seconds / 3))],
                      tmp / "ingest.json", timeout=180 + 6 * seconds)
 

@@ -5,7 +5,7 @@ import argparse
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from learner.plot_compare import main, parse_run, reward_vs_time
+from tools.plot_compare import main, parse_run, reward_vs_time
 
 
 def _run(path, values):

@@ -21,12 +21,12 @@ import time
 import numpy as np
 import zmq
 
-from common.curve import ClientKeys
 from common.logging import get_logger
 from common.rollout_spec import RolloutSpec, allocate
-from common.shm_transport import RolloutBuffer
-from common.wire import WireError, decode_control, encode_control, encode_rollout
-from common.zmq_endpoints import weights_endpoint
+from common.transport.curve import ClientKeys
+from common.transport.endpoints import weights_endpoint
+from common.transport.interface import RolloutBuffer
+from common.transport.wire import WireError, decode_control, encode_control, encode_rollout
 
 log = get_logger("zmq")
 LEARNER_KINDS = {"welcome", "credit", "heartbeat", "reset", "refused", "weights"}

@@ -1,9 +1,9 @@
 """Learner update benchmark: our APPO update against the same update written the straightforward way.
 
-    python -m learner.bench_update --task go2_joystick_flat                  # the task's preset sizes
-    python -m learner.bench_update --num-envs 2048 --steps-per-env 24 --seconds 60 --json update.json
-    python -m learner.bench_update --compile                                  # also torch.compile'd, with compile time
-    python -m learner.bench_update --precision bf16                           # ours in bf16, and in fp32 alongside
+    python -m benchmarks.update --task go2_joystick_flat                  # the task's preset sizes
+    python -m benchmarks.update --num-envs 2048 --steps-per-env 24 --seconds 60 --json update.json
+    python -m benchmarks.update --compile                                  # also torch.compile'd, with compile time
+    python -m benchmarks.update --precision bf16                           # ours in bf16, and in fp32 alongside
 
 Synthetic rollouts of the task's real shapes (TaskSpec dims, the RolloutSpec layout
 the learner stages) are built on the training device; actions and behaviour
@@ -21,7 +21,7 @@ time budget is spent; the rates use the median update time of each.
              always float32: --precision applies to ours only
 
 Both do the same math on the same batch with the same network, epochs and
-minibatches (tests/learner/test_bench_update.py checks that they compute the same
+minibatches (tests/benchmarks/test_update_bench.py checks that they compute the same
 losses, gradients and parameters).  samples/s = batch samples x epochs / update time.
 On CUDA the host-to-device copy of one rollout from pinned memory is timed too.
 """
@@ -46,13 +46,12 @@ from common.cores import usable_cores
 from common.policy import ActorCritic
 from common.precision import resolve_precision
 from common.rollout_spec import RolloutSpec
+from common.synthetic import synthetic_batch
 from common.task_plugins import resolve_task_spec
 from common.task_spec import TaskSpec
 from learner.appo import APPO
 from learner.lr_schedule import adaptive_lr
 from learner.vtrace import vtrace_stats
-
-SEQUENCE_FIELDS = ("obs", "critic", "actions", "log_probs", "rewards", "dones", "truncated")
 
 
 class ReferenceAPPO:
@@ -163,32 +162,6 @@ class ReferenceAPPO:
         clip_fraction = ((ratio.detach() - 1.0).abs() > c.clip_param).float().mean()
         return {"surrogate": surrogate.item(), "value": v_loss.item(), "entropy": entropy.item(),
                 "clip": clip_fraction.item(), "grad_norm": grad_norm.item(), "kl": kl}
-
-
-# ------------------------------------------------------------------ synthetic data
-
-
-def synthetic_batch(task: TaskSpec, num_envs: int, steps: int, rollouts: int, device: torch.device,
-                    policy: ActorCritic, seed: int = 0) -> dict[str, torch.Tensor]:
-    """A time-major training batch [T, rollouts*N, ...] as StagingPool.batch() builds it.
-
-    Observations are standard normal, actions and their log-probs are sampled from
-    `policy` (the behaviour policy), about 2% of steps end an episode.  `policy` itself
-    is left where it is: a CPU copy of it samples.
-    """
-    spec = RolloutSpec.for_task(task, num_envs, steps)
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    n = rollouts * num_envs
-    shapes = {k: (n, *s[1:]) for k, s in spec.shapes().items()}
-    out = {k: torch.randn(*s, generator=g) for k, s in shapes.items()}
-    out["dones"] = (torch.rand(*shapes["dones"], generator=g) < 0.02).float()
-    out["truncated"] = torch.zeros(shapes["truncated"])
-    with torch.no_grad():
-        # nn.Module.to moves in place: a copy, so the caller's model stays on its device.
-        dist = copy.deepcopy(policy).to("cpu").distribution(out["obs"])
-        out["actions"] = dist.mean + dist.stddev * torch.randn(*shapes["actions"], generator=g)
-        out["log_probs"] = dist.log_prob(out["actions"]).sum(-1)
-    return {k: (v.transpose(0, 1).contiguous() if k in SEQUENCE_FIELDS else v).to(device) for k, v in out.items()}
 
 
 def _sync(device: torch.device) -> None:
@@ -363,7 +336,7 @@ def print_table(res: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m learner.bench_update", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.update", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="go2_joystick_flat")
     p.add_argument("--num-envs", type=at_least(0), default=0, help="envs per rollout (default: the task's preset)")

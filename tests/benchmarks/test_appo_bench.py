@@ -2,7 +2,7 @@
 
 import pytest
 
-from learner.bench import parse_args, ratios, steady_state
+from benchmarks.appo_bench import parse_args, ratios, steady_state
 
 
 def _scalars(n: int, lap_s: float, steps_per_lap: int, wait_ms: float) -> dict:

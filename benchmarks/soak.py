@@ -1,6 +1,6 @@
 """Soak: a long appo-train run under faults, checked for leaks and leftovers.
 
-    python -m learner.soak --minutes 30 --task half_cheetah
+    python -m benchmarks.soak --minutes 30 --task half_cheetah
 
 A collector is killed (SIGKILL) every --kill-collector-every seconds (the
 supervisor restarts it); the learner is killed (SIGKILL) at 1/3 and 2/3 of the
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.shm_transport import DIR_PREFIX
+from common.transport.shm import DIR_PREFIX
 
 
 def rss_mb(pid: int) -> float | None:
@@ -164,7 +164,7 @@ def verdict(r: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m learner.soak", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=30)
     p.add_argument("--task", default="half_cheetah")

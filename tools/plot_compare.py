@@ -1,7 +1,7 @@
 """Several runs' mean episode return (or another scalar) against wall time on one plot
 (ours, other settings, other tools).
 
-    python -m learner.plot_compare --out docs/half_cheetah_8min.png \
+    python -m tools.plot_compare --out docs/half_cheetah_8min.png \
         "preset=logs/appo/half_cheetah/<run>" "5 epochs=logs/appo/half_cheetah/<other>"
 
 Any TensorBoard directory with a `Train/mean_reward` scalar works; wall time counts
@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from learner.tb_scalars import read_scalars
+from tools.tb_scalars import read_scalars
 
 
 def reward_vs_time(run: Path, tag: str = "Train/mean_reward") -> tuple[list[float], list[float]]:
@@ -34,7 +34,7 @@ def parse_run(text: str) -> tuple[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m learner.plot_compare", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m tools.plot_compare", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", type=parse_run, help="LABEL=RUN_DIR")
     p.add_argument("--out", type=Path, required=True, help="PNG to write")

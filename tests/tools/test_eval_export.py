@@ -16,15 +16,15 @@ import onnxruntime
 import pytest
 import torch
 
-from collector import eval as appo_eval
 from collector.envs import make_env
 from common.checkpoint_io import CheckpointError, find_checkpoint, load_checkpoint, load_policy
 from common.config import load_config
-from common.export import FILE_NAMES, DeterministicActor, export, load_torchscript, sample_observations
-from common.export import main as export_main
 from common.policy import ActorCritic
 from common.task_plugins import resolve_task_spec
 from learner.checkpoint import save_checkpoint
+from tools import eval as appo_eval
+from tools.export import FILE_NAMES, DeterministicActor, export, load_torchscript, sample_observations
+from tools.export import main as export_main
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,7 +168,7 @@ def test_video_has_one_frame_per_step_of_the_first_episode(tmp_path):
     write_checkpoint(ckpt, "half_cheetah")  # never terminates: the first episode is exactly the time limit
     video, report = tmp_path / "run.mp4", tmp_path / "eval.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "collector.eval", "--load-run", str(ckpt), "--episodes", "2", "--threads", "1",
+        [sys.executable, "-m", "tools.eval", "--load-run", str(ckpt), "--episodes", "2", "--threads", "1",
          "--max-episode-steps", "15", "--video", str(video), "--video-size", "160x120", "--json", str(report)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
@@ -230,7 +230,7 @@ def test_eval_runs_the_latest_checkpoint_of_a_real_training_run(tmp_path):
     assert train.returncode == 0, train.stderr[-3000:]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "collector.eval", "--task", "inverted_pendulum", "--load-run", "-1",
+        [sys.executable, "-m", "tools.eval", "--task", "inverted_pendulum", "--load-run", "-1",
          "--log-root", str(logs), "--episodes", "3", "--threads", "1", "--json", str(tmp_path / "e.json")],
         capture_output=True, text=True, timeout=120, env=env,
     )

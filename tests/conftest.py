@@ -1,4 +1,4 @@
-"""Fixtures of the end-to-end tests."""
+"""Fixtures shared by every test package: a private shared-memory root, and the network-namespace lab."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from netlab import netlab  # noqa: F401  (the fixture, shared with tests/deploy)
+from netlab import netlab  # noqa: F401  (re-exported: a fixture is found by its name in a conftest)
 
 
 @pytest.fixture

@@ -6,17 +6,17 @@ import os
 import socket
 
 from common.config import AppoConfig
-from common.curve import client_keys, server_keys
 from common.rollout_spec import RolloutSpec
+from common.transport.curve import client_keys, server_keys
 
 
 def learner_transport(cfg: AppoConfig, spec: RolloutSpec, num_weights: int, run_id: str):
     t = cfg.transport
     if t.kind == "shm":
-        from common.shm_transport import LearnerShm
+        from common.transport.shm import LearnerShm
 
         return LearnerShm(t.shm_root, run_id, spec, num_weights)
-    from common.zmq_learner import LearnerZmq
+    from common.transport.zmq_learner import LearnerZmq
 
     curve = server_keys(t.curve_dir) if t.curve_dir else None
     return LearnerZmq(t.listen, spec, num_weights, t.max_in_flight, t.heartbeat_s, t.peer_timeout_s, curve)
@@ -30,10 +30,10 @@ def collector_transport(cfg: AppoConfig, spec: RolloutSpec, num_weights: int, co
                         shm_dir: str | None):
     t = cfg.transport
     if shm_dir:
-        from common.shm_transport import CollectorShm
+        from common.transport.shm import CollectorShm
 
         return CollectorShm(shm_dir, collector_id, spec, t.buffers_per_collector)
-    from common.zmq_collector import CollectorZmq
+    from common.transport.zmq_collector import CollectorZmq
 
     curve = client_keys(t.curve_dir, t.curve_client_name) if t.curve_dir else None
     return CollectorZmq(t.learner, spec, collector_name(cfg, collector_id), num_weights, t.max_in_flight,

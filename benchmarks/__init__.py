@@ -1,0 +1,1 @@
+"""Measurements: appo-bench and its parts (physics, update, ingest), and the soak run."""

@@ -1,0 +1,1 @@
+"""User tools around a trained policy: evaluation, videos, ONNX export, learning-curve plots."""
