@@ -6,7 +6,7 @@ TORCH_SPEC ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test bench clean
+.PHONY: install train lint test bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,11 @@ install: $(STAMP)
 train: $(STAMP)
 	$(VENV)/bin/appo-train $(TRAIN_ARGS)
 
-test: $(STAMP)
+# ruff's rules and their reasons are in pyproject.toml ([tool.ruff]).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -1,4 +1,4 @@
-"""appo-bench: every throughput figure of one task on this machine, in one run.
+"""appo-bench: every throughput figure of one task, on the machine it runs on, in one run.
 
     appo-bench                                         # go2_joystick_flat at its preset's sizes
     appo-bench --task half_cheetah --num-envs 2048 --json bench.json

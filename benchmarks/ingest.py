@@ -39,7 +39,7 @@ from common.transport.wire import encode_rollout
 from learner.receiver import Receiver
 from learner.ring import Ring
 
-# Go2-sized rollouts (DESIGN.md section 6): 49 policy obs, 52 critic obs, 12 actions.
+# Go2-sized rollouts (docs/design.md#go2-observations): 49 policy obs, 52 critic obs, 12 actions.
 GO2_LIKE = TaskSpec("bench_go2_like", 49, 52, 12, 1000, 0.02, ("r",))
 
 
@@ -344,8 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     res["latency"] = bench_weight_latency(args.port + 4, args.latency_repeats)
     for k in ("raw", "zmq", "shm"):
         r = res[k]
-        print(f"{k:4s} {r['rollouts_per_s']:8.1f} rollouts/s {r['mb_per_s']:9.0f} MB/s {r['env_steps_per_s']:14,.0f} env-steps/s")
-    print(f"zmq / raw ceiling: {res['zmq_vs_raw']:.2f}   shm / zmq: {res['shm']['mb_per_s'] / res['zmq']['mb_per_s']:.2f}")
+        print(f"{k:4s} {r['rollouts_per_s']:8.1f} rollouts/s {r['mb_per_s']:9.0f} MB/s "
+              f"{r['env_steps_per_s']:14,.0f} env-steps/s")
+    shm_vs_zmq = res["shm"]["mb_per_s"] / res["zmq"]["mb_per_s"]
+    print(f"zmq / raw ceiling: {res['zmq_vs_raw']:.2f}   shm / zmq: {shm_vs_zmq:.2f}")
     lat = res["latency"]
     print(f"weights {lat['weights_mb']:.2f} MB: publish->receive median {lat['latency_ms_median']:.2f} ms, "
           f"p95 {lat['latency_ms_p95']:.2f} ms")
@@ -355,8 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         res["scale"] = r
         print(f"scale: {args.scale} collectors, {args.scale_seconds:.0f} s: {r['rollouts_per_s']:.1f} rollouts/s "
               f"({r['env_steps_per_s']:,.0f} env-steps/s), policy lag p50/p99/max "
-              f"{r['policy_lag_p50']:.0f}/{r['policy_lag_p99']:.0f}/{r['policy_lag_max']} (bound {args.max_policy_lag}, "
-              f"{r['refused_during_measurement']} refused), "
+              f"{r['policy_lag_p50']:.0f}/{r['policy_lag_p99']:.0f}/{r['policy_lag_max']} "
+              f"(bound {args.max_policy_lag}, {r['refused_during_measurement']} refused), "
               f"learner RSS {r['rss_mb_start']:.0f} -> {r['rss_mb_end']:.0f} MB (max {r['rss_mb_max']:.0f}; "
               f"by tenths {[round(x) for x in r['rss_mb_timeline']]}), "
               f"weights served to {r['collectors_with_weights']}/{r['collectors']}, "

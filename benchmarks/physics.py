@@ -12,8 +12,8 @@ replay:    (--replay-ceiling) the ceiling's env.step fed the actions the collect
            its last rollout, cycled: the collector's own physics workload without the policy.
 
 The physics cost per step depends on the actions: held actions let Go2 robots settle into cheap
-static poses, uniform [-1, 1] drawn every step makes them flail (Go2, 2048 envs, 2 threads:
-13.3k env-steps/s against 18.0k with N(0, 1) draws and ~17.8k with the collector's own actions),
+static poses, uniform [-1, 1] drawn every step makes them flail and costs more than the actions a
+policy samples (see BENCHMARKS.md, section "Collector against the physics ceiling, 2 and 16 cores"),
 hence a ceiling drawn from the distribution the collector's policy samples at the start.
 
 Figures are medians over the rounds; a ratio is the median of the rounds' own ratios (each
@@ -90,7 +90,7 @@ def paired_ratio(ours: list[float], ceiling: list[float]) -> float:
     """Median over rounds of ours / ceiling within each round.
 
     A round's figures are measured back to back, so a slow spell of a shared machine
-    (whose speed wanders by 10-15% here over minutes) divides out of its ratio.
+    (whose speed can wander over minutes) divides out of its ratio.
     """
     return float(np.median(round_ratios(ours, ceiling)))
 

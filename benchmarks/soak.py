@@ -43,6 +43,8 @@ def shm_dirs(root: Path) -> set[str]:
 
 
 class Soak:
+    """One soak run: starts appo-train, injects the kills, samples memory, and collects the end checks."""
+
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.run_dir = Path(args.log_dir)
@@ -66,8 +68,9 @@ class Soak:
                *self.args.overrides]
         if resume:
             cmd += ["--resume", "latest"]
-        log = open(self.run_dir.parent / f"{self.run_dir.name}.soak.log", "a")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+        # The child gets its own copy of the log's descriptor, so ours can close right after the start.
+        with open(self.run_dir.parent / f"{self.run_dir.name}.soak.log", "a") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log)
         self.learner_pids.append(self.proc.pid)
         self.started = time.monotonic()
         self.say(f"learner started (pid {self.proc.pid}, resume={resume})")

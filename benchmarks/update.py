@@ -55,7 +55,7 @@ from learner.vtrace import vtrace_stats
 
 
 class ReferenceAPPO:
-    """The APPO update of DESIGN.md section 4 as a reasonable first implementation would write it."""
+    """The APPO update of docs/design.md#the-algorithm as a reasonable first implementation would write it."""
 
     def __init__(self, cfg: AppoConfig, task: TaskSpec, device: torch.device):
         self.cfg = cfg.algo.algorithm

@@ -4,12 +4,13 @@ Why not `ActorCritic.act`: through the training modules one sampling call is
 about 25 small tensor ops (the normaliser's arithmetic, autocast casting every
 weight again, the log-density recomputed from the drawn actions).  The
 collector's main thread runs it for every env group at every step, on cores
-its physics threads keep busy, where each op costs more than on an idle core
-(1.5x for a [256, 256] actor, 3x for a tiny one whose ops are all dispatch).  The snapshot does the same arithmetic in
-about a dozen ops: the normaliser as a shift and a scale, the hidden weights
-cast to the inference dtype once per weight version, and the log-probability
-from the standard-normal draw itself.  Every op writes into buffers kept per
-batch size, so a step allocates nothing.
+its physics threads keep busy, where each op costs more than on an idle core,
+the more so the smaller the actor, whose ops are then mostly dispatch (see
+BENCHMARKS.md, section "The collector's frozen actor").  The snapshot does the
+same arithmetic in about a dozen ops: the normaliser as a shift and a scale,
+the hidden weights cast to the inference dtype once per weight version, and the
+log-probability from the standard-normal draw itself.  Every op writes into
+buffers kept per batch size, so a step allocates nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def inplace_activation(module: nn.Module) -> Callable[[torch.Tensor], torch.Tens
 
 
 class ActorSnapshot:
-    """`sample(obs)` = `policy.act(obs, hidden_dtype)` for the policy's weights at the last `refresh()`.
+    """The collector's action sampler: `sample(obs)` is `policy.act(obs, hidden_dtype)` as of the last `refresh()`.
 
     Same random numbers (mu + std * a standard-normal draw of mu's shape), same
     hidden-layer dtype and float32 head as `act`.  The log-probability uses the

@@ -1,4 +1,4 @@
-"""The collector lap (DESIGN.md section 2): newest weights -> T steps of infer+step -> send.
+"""The collector lap (docs/design.md#the-collector-lap): newest weights -> T steps of infer+step -> send.
 
 The loop writes straight into a transport buffer (shared memory on one host),
 so a rollout is never copied inside the collector.
@@ -13,13 +13,15 @@ import numpy as np
 import torch
 
 from collector.actor_snapshot import ActorSnapshot
-from collector.envs.batched import EnvGroups
+from collector.envs.batched import EnvGroups, StepResult
+from collector.envs.interface import VectorEnv
 from common.config import AppoConfig
 from common.logging import get_logger
 from common.policy import ActorCritic, load_flat_weights
 from common.precision import HIDDEN_DTYPES, resolve_precision
 from common.rollout_spec import RolloutSpec
 from common.status_server import Heartbeat
+from common.transport.interface import CollectorTransport
 
 log = get_logger("collector")
 
@@ -97,9 +99,13 @@ class EpisodeTracker:
 
 
 class Collector:
-    def __init__(self, cfg: AppoConfig, env, channel, stop_event: threading.Event, seed: int = 0,
-                 overlap: bool = True):
-        """overlap: step an EnvGroups env double-buffered (see fill_rollout); False steps one group at a time."""
+    """One collector's loop: steps `env` with the newest weights and streams rollouts through `channel`."""
+
+    def __init__(self, cfg: AppoConfig, env: VectorEnv, channel: CollectorTransport | None,
+                 stop_event: threading.Event, seed: int = 0, overlap: bool = True):
+        """channel: None for a collector driven by hand (fill_rollout only: benchmarks, tests).
+
+        overlap: step an EnvGroups env double-buffered (see fill_rollout); False steps one group at a time."""
         self.cfg = cfg
         self.env = env
         self.groups = env_groups(env, overlap)
@@ -230,7 +236,7 @@ class Collector:
         self._infer_s += t1 - t0
         self._step_s += time.perf_counter() - t1
 
-    def _finish(self, g: EnvGroup, out: dict[str, np.ndarray], t: int):
+    def _finish(self, g: EnvGroup, out: dict[str, np.ndarray], t: int) -> StepResult:
         """Wait for group g's step t; record its rewards (timeouts bootstrapped), dones and episode stats."""
         t0 = time.perf_counter()
         res = g.finish()
@@ -259,26 +265,28 @@ class EnvGroup:
     otherwise `start` steps synchronously and `finish` hands back the result.
     """
 
-    def __init__(self, env, rows: slice, overlap: bool):
+    def __init__(self, env: VectorEnv, rows: slice, overlap: bool):
         self.env = env
         self.rows = rows
         self.overlap = overlap and hasattr(env, "step_async")
-        self._result = None
+        self._result: StepResult | None = None
 
     def start(self, actions: np.ndarray) -> None:
+        """Begin one step with `actions` (the group's rows), in the background when overlapped."""
         if self.overlap:
             self.env.step_async(actions)
         else:
             self._result = self.env.step(actions)
 
-    def finish(self):
+    def finish(self) -> StepResult:
+        """The result of the step `start` began (waiting for its physics when overlapped)."""
         if self.overlap:
             return self.env.step_wait()
         res, self._result = self._result, None
         return res
 
 
-def env_groups(env, overlap: bool) -> list[EnvGroup]:
+def env_groups(env: VectorEnv, overlap: bool) -> list[EnvGroup]:
     """The groups of an EnvGroups (stepped in the background when `overlap` and the env's thread budget
     allow it); any other env is one group."""
     if isinstance(env, EnvGroups):
@@ -287,7 +295,7 @@ def env_groups(env, overlap: bool) -> list[EnvGroup]:
     return [EnvGroup(env, slice(None), overlap=False)]
 
 
-def _tracking_sq(env) -> np.ndarray | None:
+def _tracking_sq(env: VectorEnv) -> np.ndarray | None:
     """Squared command-tracking errors [2, n] for tasks with velocity commands (appo-eval's hook)."""
     hook = getattr(env, "velocity_tracking", None)
     if hook is None:

@@ -182,6 +182,8 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
 
 @dataclass
 class LoadedPolicy:
+    """A checkpoint's actor-critic with the run's config, file, iteration and task."""
+
     model: ActorCritic   # eval mode, on the CPU
     config: AppoConfig   # the run's resolved configuration
     path: Path

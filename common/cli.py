@@ -14,7 +14,8 @@ from common.config import AppoConfig, ConfigError, load_config
 def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="YAML config file (below env vars and overrides)")
     parser.add_argument("--task", help="task name (same as task=...)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="dotted config overrides, e.g. algo.num_envs=64")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="dotted config overrides, e.g. algo.num_envs=64")
 
 
 def at_least(minimum: int):

@@ -5,7 +5,7 @@ Sources, highest priority first:
   2. environment variables     APPO_ALGO__NUM_ENVS=2048
   3. a YAML file               --config run.yaml
   4. the task's preset         common/presets.py (visible, overridable tuning per task)
-  5. the defaults below        (the reference configuration of DESIGN.md section 4)
+  5. the defaults below        (the reference configuration, docs/design.md#reference-defaults)
 
 Key names keep the reference tool's (algo.*, algo.algorithm.*, training.*) so
 its users' overrides carry over.  Anything unknown, mistyped or out of range is
@@ -42,10 +42,14 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
+    """Base of every config section: unknown keys are refused, assignments validated."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class PolicyConfig(_Section):
+    """algo.policy: the actor and critic networks and the initial action noise."""
+
     actor_hidden_dims: list[int] = Field([512, 256, 128], min_length=1, description="Actor MLP layer widths.")
     critic_hidden_dims: list[int] = Field([512, 256, 128], min_length=1, description="Critic MLP layer widths.")
     activation: Literal["elu", "relu", "tanh", "selu", "leaky_relu"] = Field("elu", description="Hidden activation.")
@@ -60,6 +64,8 @@ class PolicyConfig(_Section):
 
 
 class AlgorithmConfig(_Section):
+    """algo.algorithm: the PPO loss, V-trace clips, optimizer and learning-rate schedule."""
+
     num_learning_epochs: int = Field(5, ge=1, description="Passes over the batch per update.")
     num_mini_batches: int = Field(4, ge=1, description="Minibatches per epoch (split over envs).")
     clip_param: float = Field(0.2, gt=0, lt=1, description="PPO ratio clip epsilon (also the value clip).")
@@ -82,6 +88,8 @@ class AlgorithmConfig(_Section):
 
 
 class AlgoConfig(_Section):
+    """algo: rollout size, run length, seeding and normalisation, with the policy and algorithm sections."""
+
     num_envs: int = Field(2048, ge=1, description="Environments per collector.")
     steps_per_env: int = Field(24, ge=1, description="Rollout length T (steps per env per rollout).")
     max_iterations: int = Field(150, ge=1, description="Learner iterations (updates) to run.")
@@ -93,9 +101,13 @@ class AlgoConfig(_Section):
 
 
 class TrainingConfig(_Section):
+    """training: devices, staging and ring, run directory, threads, precision, stop and status settings."""
+
     device: str = Field("auto", description="Learner device: auto (cuda, else mps, else cpu), cpu, cuda, cuda:N, mps.")
     collector_device: str = Field("cpu", description="Device for policy inference in collectors.")
-    replay_queue_size: int = Field(3, ge=1, description="Staging pool capacity in rollouts; each update trains on all of them.")
+    replay_queue_size: int = Field(
+        3, ge=1, description="Staging pool capacity in rollouts; each update trains on all of them."
+    )
     staging_overflow: Literal["wait", "overwrite"] = Field(
         "wait",
         description="More rollouts ready than the pool holds: wait (leave them in the ring, holding collectors "
@@ -105,8 +117,12 @@ class TrainingConfig(_Section):
     ring_slots: int = Field(4, ge=2, description="Slots of the learner's pinned-memory ring.")
     log_dir: str = Field("logs/appo", description="Runs go to <log_dir>/<task>/<run_name>/.")
     run_name: str = Field("", description="Run directory name; empty means a timestamp.")
-    collector_wait_warn_s: float = Field(10.0, gt=0, description="Warn each time the learner waits this long for data.")
-    collector_gone_timeout_s: float = Field(120.0, gt=0, description="Stop with an error if no collector for this long.")
+    collector_wait_warn_s: float = Field(
+        10.0, gt=0, description="Warn each time the learner waits this long for data."
+    )
+    collector_gone_timeout_s: float = Field(
+        120.0, gt=0, description="Stop with an error if no collector for this long."
+    )
     learner_threads: int = Field(0, ge=0, description="torch intra-op threads in the learner; 0 = automatic split.")
     compile: bool = Field(False, description="torch.compile the learner's minibatch forward and loss (compiles on "
                           "the first update; measure with python -m benchmarks.update --compile).")
@@ -117,9 +133,10 @@ class TrainingConfig(_Section):
         "normalizers, the actor's and critic's output layers, log-probs, losses and V-trace stay float32, so "
         "checkpoints and weights are unchanged); "
         "pays on CPUs with native bf16 (avx512_bf16, AMX); on a GPU only with networks large enough for the "
-        "matmuls to dominate (at go2's preset sizes an H200 update took 0.87x the fp32 speed). auto: bf16 on "
-        "a CPU with native bf16, else fp32; the go2_joystick_flat and half_cheetah presets use it, where it "
-        "was validated. float32 by default: with bf16, inverted_pendulum missed its 900 return in 2 of 7 runs. "
+        "matmuls to dominate (at small sizes a GPU update is bound by kernel launches and bf16's casts slow it "
+        "down). auto: bf16 on a CPU with native bf16, else fp32; the go2_joystick_flat and half_cheetah presets "
+        "use it, where it was validated. float32 by default: with bf16, inverted_pendulum learned less reliably "
+        "(BENCHMARKS.md, section 'Learner in bf16'). "
         "Measure with python -m benchmarks.update --precision bf16.",
     )
     collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
@@ -130,8 +147,12 @@ class TrainingConfig(_Section):
         False, description="Lock-step debugging mode: one collector, each rollout from the newest policy, "
         "envs reset per rollout from (seed, policy version); two runs give bit-identical weights on CPU.")
     stop_grace_s: float = Field(20.0, gt=0, description="On SIGTERM/SIGINT, exit within this many seconds.")
-    collector_max_restarts: int = Field(5, ge=0, description="appo-train restarts a crashed local collector this often.")
-    collector_restart_backoff_s: float = Field(1.0, ge=0, description="First restart delay; doubles each time, max 60 s.")
+    collector_max_restarts: int = Field(
+        5, ge=0, description="appo-train restarts a crashed local collector this often."
+    )
+    collector_restart_backoff_s: float = Field(
+        1.0, ge=0, description="First restart delay; doubles each time, max 60 s."
+    )
     status_port: int = Field(0, ge=0, le=65535, description="HTTP /metrics, /healthz, /readyz of the learner; 0 = off.")
     collector_status_port: int = Field(0, ge=0, le=65535, description="The same for appo-collector; 0 = off.")
     status_host: str = Field("0.0.0.0", description="Address the status server binds.")
@@ -149,6 +170,8 @@ class TrainingConfig(_Section):
 
 
 class TransportConfig(_Section):
+    """transport: shared memory or ZeroMQ, buffers and credits, heartbeats, CURVE keys."""
+
     kind: Literal["shm", "zmq"] = Field("shm", description="shm on one host; zmq between hosts.")
     shm_root: str = Field("/dev/shm", description="Where shared-memory run directories live.")
     buffers_per_collector: int = Field(2, ge=1, description="Rollout buffers each collector fills in turn.")
@@ -160,7 +183,9 @@ class TransportConfig(_Section):
     heartbeat_s: float = Field(1.0, gt=0, description="Heartbeat period, both directions.")
     peer_timeout_s: float = Field(10.0, gt=0, description="A peer silent this long is considered gone.")
     collector_name: str = Field("", description="Collector name shown in metrics; empty = host-pid.")
-    curve_dir: str = Field("", description="CurveZMQ keys (appo-keys output or a mounted Secret); empty = open transport.")
+    curve_dir: str = Field(
+        "", description="CurveZMQ keys (appo-keys output or a mounted Secret); empty = open transport."
+    )
     curve_client_name: str = Field("collector", description="Collector: which key pair of curve_dir to use.")
 
     @field_validator("listen", "learner")
@@ -178,7 +203,9 @@ class AppoConfig(BaseSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid", validate_assignment=True
     )
 
-    task: str = Field("go2_joystick_flat", min_length=1, description="Task name (see README: built-ins, gym:ID, module:factory).")
+    task: str = Field(
+        "go2_joystick_flat", min_length=1, description="Task name (see README: built-ins, gym:ID, module:factory)."
+    )
     algo: AlgoConfig = AlgoConfig()
     training: TrainingConfig = TrainingConfig()
     transport: TransportConfig = TransportConfig()

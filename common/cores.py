@@ -46,12 +46,10 @@ def collector_mujoco_threads(cores: int) -> int:
     The collector's main thread runs the policy while the other env group's physics
     runs (collector/rollout.py).  A batch step waits for its slowest thread, so a
     MuJoCo thread that the main thread pushes off its core stalls the whole step;
-    one core less keeps the collector's busy threads within its cores.  On a
-    16-core host (BENCHMARKS.md) half_cheetah's collector reached 0.93, 0.98, 0.84,
-    0.90 and 0.94 of the physics ceiling in five rounds on 15 threads, and 0.85,
-    0.93, 0.95, 0.83 and 0.90 on 16 (medians 0.93 and 0.90, within that host's
-    noise); Go2 was at 1.00-1.04 either way.  With 2 cores both stay physics
-    threads: one thread would leave no physics to overlap the inference with (0.47
-    of the ceiling against 0.90).
+    one core less keeps the collector's busy threads within its cores, and on a
+    16-core host it measured no worse than using every core (BENCHMARKS.md, section
+    "Collector against the physics ceiling, 2 and 16 cores").  With 2 cores both
+    stay physics threads: one thread would leave no physics to overlap the inference
+    with, and the collector would fall far below the physics ceiling.
     """
     return cores - 1 if cores >= 3 else max(1, cores)

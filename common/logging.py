@@ -12,11 +12,8 @@ import time
 
 import structlog
 
-_configured = False
-
 
 def setup_logging(process: str) -> None:
-    global _configured
     fmt = os.environ.get("APPO_LOG_FORMAT") or ("console" if sys.stderr.isatty() else "json")
     level = getattr(logging, os.environ.get("APPO_LOG_LEVEL", "INFO").upper(), logging.INFO)
     renderer = (
@@ -35,7 +32,6 @@ def setup_logging(process: str) -> None:
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.bind_contextvars(process=process, pid=os.getpid())
-    _configured = True
 
 
 def get_logger(name: str):

@@ -98,6 +98,8 @@ class EmpiricalNormalizer(nn.Module):
 
 
 class ActorCritic(nn.Module):
+    """Gaussian MLP actor and MLP critic with their observation normalisers and a state-independent log_std."""
+
     def __init__(self, obs_dim: int, critic_dim: int, act_dim: int, cfg: PolicyConfig, normalize: bool):
         super().__init__()
         self.act_dim = act_dim

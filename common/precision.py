@@ -3,10 +3,11 @@
 The learner's update and the collectors' inference both read it.
 
 bf16 pays where the matrix units multiply bfloat16 natively and the matmuls
-dominate the update: on this project's CPUs with avx512_bf16 or AMX (2.5-3.5x the
-fp32 matmul rate, 1.6x the whole update).  On an H200 at the Go2 preset's sizes the
-update is bound by kernel launches, and bf16's casts made it slower (0.87x), so
-`auto` keeps float32 on GPUs.
+dominate the update: on CPUs with avx512_bf16 or AMX, where bf16 matmuls run much
+faster than fp32 ones (BENCHMARKS.md, section "Learner in bf16").  On a GPU
+at the Go2 preset's sizes the update is bound by kernel launches, and bf16's casts
+made it slower, so `auto` keeps float32 on GPUs (BENCHMARKS.md, section "On a GPU
+host: one H200").
 """
 
 from __future__ import annotations

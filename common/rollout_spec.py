@@ -1,6 +1,6 @@
 """The fixed layout of one rollout (one ring slot), shared by collector, transport and learner.
 
-Arrays are env-major float32 (DESIGN.md section 3).  The spec hash covers every
+Arrays are env-major float32 (docs/design.md#the-rollout).  The spec hash covers every
 dim, dtype and T/N, so a sender built for another layout is refused.
 """
 
@@ -20,6 +20,8 @@ SEQUENCE_FIELDS = ("obs", "critic", "actions", "log_probs", "rewards", "dones", 
 
 @dataclass(frozen=True)
 class RolloutSpec:
+    """The layout of one rollout: task, N envs, T steps and the observation and action sizes."""
+
     task: str
     num_envs: int
     steps: int

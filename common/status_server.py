@@ -9,7 +9,7 @@ Each endpoint asks a callable the process hands in, on the server's own (daemon)
 threads, so the callables must be cheap and safe to call from another thread
 (reading ints and floats the main loop writes is).  Nothing here imports torch,
 MuJoCo or ZeroMQ: `python -m common.status_server /healthz` is a container
-HEALTHCHECK that starts in ~50 ms.
+HEALTHCHECK that starts quickly.
 
     server = StatusServer(9100, metrics=lambda: {"appo_iterations_total": it},
                           health=heartbeat, ready=lambda: (bound, "listening"))
@@ -59,6 +59,8 @@ MetricsFn = Callable[[], Mapping[str, Any]]
 
 @dataclass(frozen=True)
 class MetricDef:
+    """One metric family of the catalog: its name, Prometheus type, HELP text and label names."""
+
     name: str
     type: str  # "counter" | "gauge"
     help: str
@@ -72,14 +74,16 @@ def _defs(*items: MetricDef) -> dict[str, MetricDef]:
 # The catalog: what each process should expose (Prometheus naming: base units, _total
 # for counters, no unit-less suffixes).  Learner first, then collector.
 METRICS: dict[str, MetricDef] = _defs(
-    MetricDef("appo_iterations_total", "counter", "Learner updates completed (restored from the checkpoint on resume)."),
+    MetricDef("appo_iterations_total", "counter",
+              "Learner updates completed (restored from the checkpoint on resume)."),
     MetricDef("appo_env_steps_total", "counter", "Environment steps the learner received in rollouts."),
     MetricDef("appo_policy_version", "gauge", "Version of the newest weights the learner published."),
     MetricDef("appo_collectors_connected", "gauge", "Collectors attached to the learner now."),
     MetricDef("appo_policy_lag_mean", "gauge", "Mean policy lag (versions) of the rollouts in the last update."),
     MetricDef("appo_policy_lag_max", "gauge", "Largest policy lag (versions) of the rollouts in the last update."),
     MetricDef("appo_refused_messages_total", "counter", "Messages the learner refused, by reason.", ("reason",)),
-    MetricDef("appo_rollouts_received_total", "counter", "Rollouts the learner received, by collector.", ("collector",)),
+    MetricDef("appo_rollouts_received_total", "counter", "Rollouts the learner received, by collector.",
+              ("collector",)),
     MetricDef("appo_ring_occupancy", "gauge", "Filled slots of the learner's pinned-memory ring."),
     MetricDef("appo_ring_slots", "gauge", "Slots of the learner's pinned-memory ring."),
     MetricDef("appo_staging_occupancy", "gauge", "Rollouts held in the learner's staging pool."),
@@ -152,7 +156,7 @@ def render_metrics(values: Mapping[str, Any]) -> str:
                 keys = key if isinstance(key, tuple) else (key,)
                 if len(keys) != len(d.labels):
                     raise ValueError(f"{name}: {len(keys)} label values for labels {d.labels}")
-                pairs = ",".join(f'{lab}="{_escape_label(str(k))}"' for lab, k in zip(d.labels, keys))
+                pairs = ",".join(f'{lab}="{_escape_label(str(k))}"' for lab, k in zip(d.labels, keys, strict=True))
                 samples.append(f"{name}{{{pairs}}} {_format_value(v)}")
         else:
             samples = [f"{name} {_format_value(value)}"]
@@ -166,9 +170,12 @@ def render_metrics(values: Mapping[str, Any]) -> str:
 
 
 class Heartbeat:
-    """Liveness of a loop: call beat() on every pass; calling the object says whether the
-    last beat is at most max_age_s old.  Beat on every pass of the main loop, waiting
-    included, so a learner waiting for collectors is alive and a hung one is not."""
+    """Liveness of a loop: beat() on every pass; calling it says whether the last beat is recent.
+
+    Calling the object answers (ok, detail): ok while the last beat is at most
+    max_age_s old.  Beat on every pass of the main loop, waiting included, so a
+    learner waiting for collectors is alive and a hung one is not.
+    """
 
     def __init__(self, max_age_s: float, what: str = "main loop"):
         self.max_age_s = max_age_s
@@ -202,6 +209,8 @@ def _run_check(check: Check | None) -> tuple[bool, str]:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """Answers one request from the owning StatusServer's callables."""
+
     server: _Server
     timeout = 10  # a client that stalls mid-request releases its thread
     server_version = "appo-status"
@@ -238,11 +247,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not head:
             self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # probes every few seconds would flood the process log
 
 
 class _Server(ThreadingHTTPServer):
+    """The threaded HTTP server, with a link back to the StatusServer that owns it."""
+
     daemon_threads = True
     allow_reuse_address = True
     owner: StatusServer
@@ -320,7 +331,7 @@ class StatusServer:
 def probe(url: str, timeout: float = 3.0) -> tuple[int, str]:
     """(HTTP status, body) of a GET; status 0 when nothing answered."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (http on loopback)
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
             return resp.status, resp.read().decode(errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")

@@ -35,6 +35,8 @@ _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 @dataclass(frozen=True)
 class TaskRef:
+    """What a task string refers to: a built-in, a Gymnasium id or a module:factory."""
+
     kind: str    # "builtin", "gym" or "factory"
     name: str    # the task string as given
     target: str  # the built-in name, the Gymnasium id, or "module:attr"

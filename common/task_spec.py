@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class TaskSpec:
+    """A task's sizes, time limit, control dt and reward terms, as every process must agree on them."""
+
     name: str
     obs_dim: int
     critic_dim: int
@@ -29,7 +31,8 @@ TASK_SPECS: dict[str, TaskSpec] = {
         TaskSpec("half_cheetah", 17, 17, 6, 1000, 0.05, ("forward", "ctrl")),
         TaskSpec("hopper", 11, 11, 3, 1000, 0.008, ("forward", "ctrl", "healthy")),
         TaskSpec("ant", 105, 105, 8, 1000, 0.05, ("forward", "ctrl", "contact", "healthy")),
-        # Unitree Go2 velocity tracking (DESIGN section 6); the critic adds the body-frame linear velocity.
+        # Unitree Go2 velocity tracking (docs/design.md#go2_joystick_flat); the critic adds the body-frame
+        # linear velocity.
         TaskSpec("go2_joystick_flat", 49, 52, 12, 1000, 0.02,
                  ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy", "base_height",
                   "action_rate", "similar_to_default", "feet_contact", "feet_swing_height")),
@@ -38,7 +41,7 @@ TASK_SPECS: dict[str, TaskSpec] = {
 
 
 class UnknownTaskError(ValueError):
-    pass
+    """A task name that is malformed or names no known task, with the available ones listed."""
 
 
 def task_spec(name: str) -> TaskSpec:

@@ -1,4 +1,4 @@
-"""The APPO update: V-trace targets, then PPO epochs against a target policy (DESIGN.md section 4).
+"""The APPO update: V-trace targets, then PPO epochs against a target policy (docs/design.md#the-algorithm).
 
 Readable top to bottom: `process` computes everything that stays fixed during
 the update (normalized observations, values, target log-probs and means, V-trace
@@ -40,14 +40,13 @@ import torch
 from torch import nn
 
 from common.config import AppoConfig
-from common.policy import ActorCritic
+from common.policy import ActorCritic, gaussian_log_prob
 from common.precision import HIDDEN_DTYPES, resolve_precision
 from common.task_spec import TaskSpec
 from learner.lr_schedule import adaptive_lr_
 from learner.ppo_loss import (
     gaussian_entropy,
     gaussian_kl,
-    gaussian_log_prob,
     impact_ratio,
     surrogate_loss,
     value_loss,
@@ -115,6 +114,8 @@ def _layout(obs_dim: int, critic_dim: int, act_dim: int) -> _Layout:
 
 
 class APPO:
+    """The learner's update: actor-critic, target policy, optimizer and adaptive learning rate, one batch at a time."""
+
     def __init__(self, cfg: AppoConfig, task: TaskSpec, device: torch.device):
         self.cfg = cfg.algo.algorithm
         self.device = device
@@ -242,10 +243,6 @@ class APPO:
             rows[:, L.values] = model.critic_value(rows[:, L.critic], self.hidden_dtype)
         # The bootstrap from the same function as the other values, at the same precision.
         return model.critic_value(model.critic_normalizer(batch["last_critic"]), self.hidden_dtype)
-
-    def pack(self, batch: dict[str, torch.Tensor], fixed: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The packed per-sample tensor [B, T, width] that `process` filled."""
-        return fixed["packed"]
 
     def update(
         self, batch: dict[str, torch.Tensor], abort=lambda: False, timings: dict | None = None
@@ -419,7 +416,7 @@ class APPO:
 
     def state_dict(self) -> dict:
         optimizer = self.optimizer.state_dict()
-        # Saved with a plain float lr, as the checkpoint format always had it.
+        # Saved with a plain float lr, so a checkpoint does not depend on the optimizer kernel (fused or not).
         optimizer["param_groups"] = [{**g, "lr": self._lr_value} for g in optimizer["param_groups"]]
         return {
             "model": self.model.state_dict(),

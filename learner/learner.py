@@ -1,4 +1,4 @@
-"""The learner lap (DESIGN.md section 2): wait -> ring->staging -> batch -> train -> publish -> log.
+"""The learner lap (docs/design.md#the-learner-lap): wait -> ring->staging -> batch -> train -> publish -> log.
 
 `Learner.run()` is the whole loop; the transport and the run directory are
 handed in, so the same loop serves appo-train (shared memory) and appo-learner.
@@ -22,6 +22,7 @@ from common.policy import flat_weights
 from common.rollout_spec import RolloutSpec
 from common.status_server import Heartbeat
 from common.task_spec import TaskSpec
+from common.transport.interface import LearnerTransport
 from learner.appo import APPO
 from learner.checkpoint import prune_checkpoints, save_checkpoint
 from learner.episode_stats import EpisodeStats
@@ -35,7 +36,7 @@ log = get_logger("learner")
 
 
 class CollectorsGone(RuntimeError):
-    pass
+    """No collector is left to send rollouts: the run stops (exit code 1) after a final checkpoint."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -50,6 +51,8 @@ def resolve_device(name: str) -> torch.device:
 
 @dataclass
 class Progress:
+    """The run's counters (iteration, policy version, env steps) and best reward, saved in checkpoints."""
+
     iteration: int = 0
     policy_version: int = 0
     total_env_steps: int = 0
@@ -59,7 +62,11 @@ class Progress:
 
 
 class Learner:
-    def __init__(self, cfg: AppoConfig, task: TaskSpec, run_dir: Path, transport, stop_event: threading.Event):
+    """The learner lap and its state: ring -> staging -> update -> publish -> log, checkpoints, summary.json."""
+
+    def __init__(
+        self, cfg: AppoConfig, task: TaskSpec, run_dir: Path, transport: LearnerTransport, stop_event: threading.Event
+    ):
         self.cfg = cfg
         self.task = task
         self.run_dir = run_dir
@@ -165,7 +172,8 @@ class Learner:
             self._check_health()
             waited += min(0.5, warn)
             if waited >= warn:
-                log.warning("waiting for rollouts", seconds=round(waited, 1), collectors=len(self.transport.collectors()))
+                log.warning("waiting for rollouts", seconds=round(waited, 1),
+                            collectors=len(self.transport.collectors()))
                 warn += self.cfg.training.collector_wait_warn_s
             if self.transport.collectors():
                 gone_since = None

@@ -17,6 +17,8 @@ MAX_BACKOFF_S = 60.0
 
 @dataclass
 class _Slot:
+    """One local collector's process and its restart bookkeeping."""
+
     proc: subprocess.Popen | None = None
     restarts: int = 0
     restart_at: float | None = None  # when a crashed collector is due to start again
@@ -24,6 +26,8 @@ class _Slot:
 
 
 class LocalCollectors:
+    """appo-train's collector processes: started with the run, restarted with back-off when they crash, stopped."""
+
     def __init__(self, count: int, config_path: Path, shm_dir: Path, threads: int, log_dir: Path,
                  max_restarts: int = 5, backoff_s: float = 1.0):
         self.config_path = config_path

@@ -9,6 +9,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 
 class Metrics:
+    """Writes a run's TensorBoard scalars and histograms, and prints its console line."""
+
     def __init__(self, log_dir, max_iterations: int, console: bool):
         self._log_dir = str(log_dir)
         self._purge_step: int | None = None

@@ -1,4 +1,5 @@
-"""The APPO minibatch loss: IMPACT-style clipped surrogate (Luo et al. 2020), value and entropy terms.
+"""The parts of the APPO minibatch loss: IMPACT-style clipped surrogate (Luo et al. 2020), value and entropy
+terms, Gaussian KL; learner/appo.py composes them (docs/design.md#the-ppo-loss).
 
 Per-sample tensors are [B]; log-probs are already summed over action dims. Every
 function returns tensors (no .item()) so the caller syncs with the device once per update.
@@ -6,20 +7,10 @@ function returns tensors (no .item()) so the caller syncs with the device once p
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
 # The log-density lives with the policy, which samples with it in the collectors.
-from common.policy import HALF_LOG_2PI, gaussian_log_prob  # noqa: F401  (re-exported for the learner)
-
-
-class PPOLoss(NamedTuple):
-    loss: torch.Tensor
-    surrogate: torch.Tensor
-    value_loss: torch.Tensor
-    entropy: torch.Tensor
-    clip_fraction: torch.Tensor
+from common.policy import HALF_LOG_2PI
 
 
 def _same_shape(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
@@ -79,26 +70,3 @@ def gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
     batch mean of Normal(mu, std).entropy().sum(-1) (and its gradient) for any batch.
     """
     return log_std.sum() + log_std.shape[-1] * (0.5 + HALF_LOG_2PI)
-
-
-def ppo_loss(
-    log_probs: torch.Tensor,
-    behavior_log_probs: torch.Tensor,
-    target_log_probs: torch.Tensor,
-    advantages: torch.Tensor,
-    values: torch.Tensor,
-    old_values: torch.Tensor,
-    returns: torch.Tensor,
-    entropy: torch.Tensor,
-    clip_param: float,
-    value_loss_coef: float,
-    entropy_coef: float,
-    use_clipped_value_loss: bool,
-) -> PPOLoss:
-    """surrogate + value_loss_coef * value_loss - entropy_coef * mean entropy, with its parts."""
-    ratio = impact_ratio(log_probs, behavior_log_probs, target_log_probs)
-    surrogate, clip_fraction = surrogate_loss(advantages, ratio, clip_param)
-    v_loss = value_loss(values, old_values, returns, clip_param, use_clipped_value_loss)
-    entropy_mean = entropy.mean()
-    loss = surrogate + value_loss_coef * v_loss - entropy_coef * entropy_mean
-    return PPOLoss(loss, surrogate, v_loss, entropy_mean, clip_fraction)

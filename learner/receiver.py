@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 
 from common.logging import RateLimitedLog, get_logger
+from common.transport.interface import Arrival, LearnerTransport
 from learner.ring import Ring, SlotMeta
 
 log = get_logger("receiver")
@@ -29,7 +30,11 @@ def all_finite(a: np.ndarray) -> bool:
 
 
 class Receiver(threading.Thread):
-    def __init__(self, transport, ring: Ring, current_version=lambda: 0, max_policy_lag: int | None = None):
+    """The thread that validates each arriving rollout and copies it into the ring, or counts why it refused it."""
+
+    def __init__(
+        self, transport: LearnerTransport, ring: Ring, current_version=lambda: 0, max_policy_lag: int | None = None
+    ):
         super().__init__(name="appo-receiver", daemon=True)
         self.transport = transport
         self.ring = ring
@@ -52,7 +57,7 @@ class Receiver(threading.Thread):
             self.error = exc
             log.exception("receiver failed")
 
-    def _ingest(self, arrival) -> None:
+    def _ingest(self, arrival: Arrival) -> None:
         try:
             lag = self.current_version() - arrival.policy_version
             if lag < 0:

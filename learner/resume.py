@@ -20,7 +20,7 @@ FIXED_KEYS = ("task", "algo.policy", "algo.empirical_normalization")
 
 
 class ResumeError(ValueError):
-    pass
+    """The checkpoint cannot continue as this run: its task or network shape differs."""
 
 
 def find_resume_checkpoint(spec: str, task: str, log_dir: str, run_dir: str | None) -> tuple[Path, dict] | None:

@@ -22,6 +22,8 @@ from common.rollout_spec import RolloutSpec
 
 
 class SlotState(Enum):
+    """Where a ring slot is in its cycle: FREE -> WRITING -> READY -> READING -> FREE."""
+
     FREE = 0
     WRITING = 1
     READY = 2
@@ -30,6 +32,8 @@ class SlotState(Enum):
 
 @dataclass
 class SlotMeta:
+    """Who sent a slot's rollout, its sequence number, the policy version that made it, its episode statistics."""
+
     collector: str
     seq: int
     policy_version: int
@@ -37,6 +41,8 @@ class SlotMeta:
 
 
 class Ring:
+    """Fixed slots of rollout tensors that the receiver fills and the learner drains, with back-pressure when full."""
+
     def __init__(self, spec: RolloutSpec, num_slots: int, pin: bool):
         self.spec = spec
         self.num_slots = num_slots
@@ -74,13 +80,6 @@ class Ring:
             self.meta[slot] = meta
             self.states[slot] = SlotState.READY
             self._ready.append(slot)
-            self._cond.notify_all()
-
-    def abandon(self, slot: int) -> None:
-        """WRITING -> FREE: the write was given up (bad data)."""
-        with self._cond:
-            assert self.states[slot] is SlotState.WRITING
-            self.states[slot] = SlotState.FREE
             self._cond.notify_all()
 
     def take_ready(self, timeout: float, limit: int | None = None) -> list[int]:

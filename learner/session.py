@@ -20,6 +20,7 @@ from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
 from common.task_plugins import resolve_task_spec
 from common.task_spec import TaskSpec, UnknownTaskError
+from common.transport.interface import LearnerTransport
 from learner.learner import Learner
 from learner.resume import ResumeError, check_compatible, find_resume_checkpoint, learning_rate_override
 from learner.run_dir import make_run_dir, save_config
@@ -37,6 +38,8 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
 
 @dataclass
 class Session:
+    """A prepared run: resolved config and task, run directory, saved config.yaml and the state to resume from."""
+
     cfg: AppoConfig
     task: TaskSpec
     run_dir: Path
@@ -56,7 +59,7 @@ class Session:
     def num_weights(self) -> int:
         return flat_weights_size(ActorCritic.from_config(self.cfg, self.task))
 
-    def learner(self, transport, stop: threading.Event) -> Learner:
+    def learner(self, transport: LearnerTransport, stop: threading.Event) -> Learner:
         learner = Learner(self.cfg, self.task, self.run_dir, transport, stop)
         if self.resume_state is not None:
             learner.load_state_dict(self.resume_state)

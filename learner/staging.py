@@ -19,11 +19,15 @@ from learner.ring import Ring, SlotMeta
 
 @dataclass
 class StagedEntry:
+    """One staged rollout's metadata and how many updates have trained on it."""
+
     meta: SlotMeta
     uses: int = 0
 
 
 class StagingPool:
+    """The last `capacity` rollouts on the training device, replayed by every update until pushed out."""
+
     def __init__(self, spec: RolloutSpec, capacity: int, device: torch.device):
         self.spec = spec
         self.capacity = capacity

@@ -1,4 +1,4 @@
-"""Helpers for driving the real executables on tiny budgets (a uniquely named module: tests/deploy has a conftest too)."""
+"""Helpers for driving the real executables on tiny budgets (tests/conftest.py puts tests/ on the path)."""
 
 import json
 import subprocess

@@ -70,6 +70,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 @dataclass
 class Results:
+    """The evaluated episodes' returns, lengths and timeouts, and the summed tracking errors; `figures()` sums up."""
+
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     timeouts: list[bool] = field(default_factory=list)

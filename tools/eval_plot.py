@@ -33,7 +33,7 @@ def plot_episode(trace: EpisodeTrace, path: str, title: str) -> None:
     panels = _panels(trace)
     fig = Figure(figsize=(8, 2.2 * len(panels) + 0.6), layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (label, series) in zip(axes, panels):
+    for ax, (label, series) in zip(axes, panels, strict=True):
         for name, values, style in series:
             ax.plot(t[: len(values)], values, style, label=name, linewidth=1.2)
         ax.set_ylabel(label)

@@ -14,12 +14,13 @@ import sys
 if sys.platform.startswith("linux"):
     os.environ.setdefault("MUJOCO_GL", "egl")
 
-import mujoco  # noqa: E402  (after MUJOCO_GL is set)
-import numpy as np  # noqa: E402
+# Imported only after MUJOCO_GL is set.
+import mujoco
+import numpy as np
 
 
 class RenderError(RuntimeError):
-    pass
+    """No video can be rendered: no offscreen OpenGL context, or a task without MuJoCo state."""
 
 
 def has_mujoco_state(env) -> bool:

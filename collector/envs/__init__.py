@@ -7,6 +7,9 @@
 
 Besides the built-ins, `make_env` takes `gym:<Gymnasium id>`, `package.module:factory`
 and names registered in the `appo.tasks` entry-point group (collector/envs/registry.py).
+
+`VectorEnv` (collector/envs/interface.py) is the Protocol of what the collector's rollout
+loop uses of an environment; BatchedEnv, EnvGroups and GymVectorEnv provide it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from __future__ import annotations
 from collector.envs.batched import BatchedEnv, EnvGroups, StepResult
 from collector.envs.go2.task import Go2JoystickFlat
 from collector.envs.gym_tasks import TASKS as GYM_TASKS
+from collector.envs.interface import VectorEnv
 from collector.envs.registry import make_plugin_env
 from common.task_plugins import entry_point_tasks
 from common.task_spec import TASK_SPECS, UnknownTaskError
 
-__all__ = ["BatchedEnv", "EnvGroups", "StepResult", "available_tasks", "make_collector_env", "make_env"]
+__all__ = ["BatchedEnv", "EnvGroups", "StepResult", "VectorEnv", "available_tasks", "make_collector_env", "make_env"]
 
 TASKS: dict[str, type[BatchedEnv]] = {**GYM_TASKS, Go2JoystickFlat.task: Go2JoystickFlat}
 
@@ -49,7 +53,7 @@ def make_env(task: str, num_envs: int, num_threads: int, seed: int,
 
 
 def make_collector_env(task: str, num_envs: int, num_threads: int, seed: int,
-                       max_episode_steps: int | None = None) -> BatchedEnv | EnvGroups:
+                       max_episode_steps: int | None = None) -> VectorEnv:
     """The collector's env: a built-in task from COLLECTOR_SPLIT_MIN_ENVS envs on is an EnvGroups of two
     halves (their physics overlaps the collector's inference), taking turns on `num_threads`; otherwise
     `make_env`'s."""

@@ -11,8 +11,9 @@ still on the batch's native threads.
 
 ctypes releases the GIL for every foreign call, so the physics runs unblocked,
 and `step_async` runs it on a helper thread while the caller goes on with Python
-work (the collector's policy inference for another batch).  The state rows (mjSTATE_INTEGRATION: qpos, qvel, ctrl, qacc_warmstart, ...) are
-exposed as NumPy views: a write is the simulation's state at its next call.
+work (the collector's policy inference for another batch).  The state rows
+(mjSTATE_INTEGRATION: qpos, qvel, ctrl, qacc_warmstart, ...) are exposed as
+NumPy views: a write is the simulation's state at its next call.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ STAGE_ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
 
 
 class _Config(C.Structure):
-    # mjBatchConfig
+    """ctypes mirror of MuJoCo's mjBatchConfig (thread count, persistent mjData)."""
+
     _fields_ = [("nthread", C.c_int), ("persistent", C.c_ubyte)]
 
 

@@ -27,7 +27,7 @@ GYM_ASSETS = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco",
 
 @dataclass
 class StepResult:
-    """One step of all N environments.
+    """What one step of all N environments returns: observations, rewards, ends and pre-reset observations.
 
     The arrays are the environment's own buffers: the next `step()` overwrites
     them in place, so copy what must outlive it.
@@ -193,13 +193,13 @@ class BatchedEnv(ABC):
     def _compute_terms(self, terms: dict[str, np.ndarray], terminated: np.ndarray) -> None:
         """After the physics: weighted reward terms (float64, in place) and terminated (in place)."""
 
-    def _before_physics(self) -> None:
+    def _before_physics(self) -> None:  # noqa: B027 - optional hook, a no-op for tasks that need nothing
         """Record what the reward needs from the state before the step."""
 
-    def _after_physics(self) -> None:
+    def _after_physics(self) -> None:  # noqa: B027 - optional hook, a no-op for tasks that need nothing
         """Derive what the reward needs from the data the step left behind."""
 
-    def _after_reset(self, ids: np.ndarray | None) -> None:
+    def _after_reset(self, ids: np.ndarray | None) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Refresh per-env task data of freshly reset envs `ids` (None: all)."""
 
     # --------------------------------------------------------------- helpers

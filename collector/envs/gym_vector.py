@@ -1,4 +1,4 @@
-"""Any Gymnasium environment with Box spaces behind the BatchedEnv interface (`--task gym:<id>`).
+"""Any Gymnasium environment with Box spaces behind the VectorEnv interface (`--task gym:<id>`).
 
 N copies run in a `gymnasium.vector.SyncVectorEnv` with same-step auto-reset:
 when a copy ends, Gymnasium resets it inside the step and hands the last
@@ -19,6 +19,8 @@ from common.task_plugins import GYM_PREFIX, gym_spec
 
 
 class GymVectorEnv:
+    """N copies of a Gymnasium environment with Box spaces behind the VectorEnv interface (`gym:<id>`)."""
+
     def __init__(self, gym_id: str, num_envs: int, num_threads: int, seed: int,
                  max_episode_steps: int | None = None):
         if num_envs < 1:
@@ -38,6 +40,8 @@ class GymVectorEnv:
         space = self._vec.single_action_space
         self._act_low, self._act_high, self._act_dtype = space.low, space.high, space.dtype
         self._seed = seed
+        # For the VectorEnv interface only: the copies draw from Gymnasium's own generators, seeded by reset().
+        self.rng = np.random.default_rng(seed)
         self._closed = False
         self._result = self._allocate()
 
@@ -75,6 +79,7 @@ class GymVectorEnv:
         return r
 
     def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the current (obs, critic) of every copy."""
         return self._result.obs.copy(), self._result.critic.copy()
 
     def close(self) -> None:

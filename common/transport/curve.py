@@ -20,11 +20,13 @@ LEARNER = "learner"
 
 
 class CurveError(RuntimeError):
-    pass
+    """A CURVE key file that is missing, unreadable or would be overwritten."""
 
 
 @dataclass(frozen=True)
 class ServerKeys:
+    """The learner's key pair and the directory of public keys it admits."""
+
     public: bytes
     secret: bytes
     authorized_dir: Path  # the public keys in here may connect
@@ -32,6 +34,8 @@ class ServerKeys:
 
 @dataclass(frozen=True)
 class ClientKeys:
+    """A collector's key pair and the learner's public key it expects."""
+
     public: bytes
     secret: bytes
     server_public: bytes
@@ -79,7 +83,8 @@ def write_keys(directory: Path, collector_names: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="appo-keys", description="Write CurveZMQ key pairs for a learner and its collectors.")
+    p = argparse.ArgumentParser(prog="appo-keys",
+                                description="Write CurveZMQ key pairs for a learner and its collectors.")
     p.add_argument("dir", help="directory to write the keys into (created if missing)")
     p.add_argument("--collectors", nargs="+", default=["collector"], metavar="NAME",
                    help="collector key pair names (default: one shared pair named 'collector')")

@@ -8,9 +8,11 @@ import socket
 from common.config import AppoConfig
 from common.rollout_spec import RolloutSpec
 from common.transport.curve import client_keys, server_keys
+from common.transport.interface import CollectorTransport, LearnerTransport
 
 
-def learner_transport(cfg: AppoConfig, spec: RolloutSpec, num_weights: int, run_id: str):
+def learner_transport(cfg: AppoConfig, spec: RolloutSpec, num_weights: int, run_id: str) -> LearnerTransport:
+    """The learner's end of the configured transport: shared memory under shm_root, or ZeroMQ on listen."""
     t = cfg.transport
     if t.kind == "shm":
         from common.transport.shm import LearnerShm
@@ -27,7 +29,8 @@ def collector_name(cfg: AppoConfig, collector_id: int) -> str:
 
 
 def collector_transport(cfg: AppoConfig, spec: RolloutSpec, num_weights: int, collector_id: int,
-                        shm_dir: str | None):
+                        shm_dir: str | None) -> CollectorTransport:
+    """A collector's end: shared memory when given the learner's run directory, else ZeroMQ to transport.learner."""
     t = cfg.transport
     if shm_dir:
         from common.transport.shm import CollectorShm

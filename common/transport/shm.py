@@ -17,7 +17,9 @@ acts on a message meant for its predecessor.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import json
 import mmap
 import os
@@ -187,7 +189,7 @@ class WeightsBoard:
 
 
 class CollectorShm:
-    """A collector's end of the shared-memory transport."""
+    """A collector's end of the shared-memory transport; implements CollectorTransport."""
 
     def __init__(self, run_dir: str | Path, collector_id: int, spec: RolloutSpec, buffers: int = 2):
         self.run_dir = Path(run_dir)
@@ -284,10 +286,9 @@ class CollectorShm:
         if self._weights:
             self._weights.close()
         self.buffers = []
-        try:
+        # Views still referenced by the caller block the close; the mapping then goes with the process.
+        with contextlib.suppress(BufferError):
             self._mm.close()
-        except BufferError:
-            pass  # views still referenced by the caller; the mapping goes with the process
         for key in ("json", "bin"):
             self._paths[key].unlink(missing_ok=True)
 
@@ -297,6 +298,8 @@ class CollectorShm:
 
 @dataclass
 class _Channel:
+    """The learner's view of one attached collector: its pid, nonce, mapped buffers and FIFOs."""
+
     collector_id: int
     pid: int
     nonce: int
@@ -310,14 +313,16 @@ class _Channel:
         for fd in (self.ready_fd, self.free_fd):
             os.close(fd)
         self.buffers = []
-        try:
+        # An Arrival still holding views blocks the close; the mapping is freed when it is dropped.
+        with contextlib.suppress(BufferError):
             self.mm.close()
-        except BufferError:
-            pass  # an Arrival still holds views; freed when it is dropped
 
 
 class LearnerShm:
-    """The learner's end: creates the run directory, publishes weights, collects filled buffers."""
+    """The learner's end of the shared-memory transport; implements LearnerTransport.
+
+    It creates the run directory, publishes weights and collects filled buffers.
+    """
 
     def __init__(self, root: str | Path, run_id: str, spec: RolloutSpec, num_weights: int):
         self.spec = spec
@@ -412,7 +417,7 @@ class LearnerShm:
     def _read_buffer(self, ch: _Channel, b: int) -> Arrival | None:
         base = b * _buffer_stride(self.spec)
         magic, seq, version, spec_hash, env_steps, stats_len = BUF_HEADER.unpack_from(ch.mm, base)
-        release = lambda: self._free(ch, b)  # noqa: E731
+        release = functools.partial(self._free, ch, b)
         if magic != BUF_MAGIC or spec_hash != self.spec.spec_hash() or env_steps != self.spec.env_steps:
             self._refuse("bad_header")
             release()

@@ -33,6 +33,8 @@ class WireError(ValueError):
 
 @dataclass
 class RolloutMessage:
+    """A decoded, validated rollout: sender, sequence number, policy version, statistics and array views."""
+
     collector: str
     seq: int
     policy_version: int
@@ -112,7 +114,8 @@ def decode_rollout(frames: list, spec: RolloutSpec, check_finite: bool = True) -
     if len(frames) != 1 + len(expected):
         raise WireError("frame_count", f"{len(frames)} frames, expected {1 + len(expected)}")
     arrays = {}
-    for (name, dtype, shape), frame in zip(listed, frames[1:]):
+    # Both lengths equal len(expected): the names and the frame count were checked above.
+    for (name, dtype, shape), frame in zip(listed, frames[1:], strict=True):
         if dtype != DTYPE.str:
             raise WireError("bad_dtype", f"{name}: {dtype!r}")
         if not isinstance(shape, list) or tuple(shape) != expected[name]:

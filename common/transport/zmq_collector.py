@@ -12,6 +12,7 @@ buffer, fill it, commit it; read the newest weights.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import random
@@ -33,6 +34,8 @@ LEARNER_KINDS = {"welcome", "credit", "heartbeat", "reset", "refused", "weights"
 
 
 class CollectorZmq:
+    """A collector's end of the ZeroMQ transport (DEALER + SUB on a link thread); implements CollectorTransport."""
+
     def __init__(self, learner: str, spec: RolloutSpec, name: str, num_weights: int, max_in_flight: int,
                  heartbeat_s: float, peer_timeout_s: float, curve: ClientKeys | None = None):
         self.spec = spec
@@ -147,7 +150,6 @@ class CollectorZmq:
         self.dealer.send(encode_control("hello", {
             "name": self.name, "task": self.spec.task, "spec_hash": self.spec.spec_hash(),
         }))
-        self._hello_at = time.monotonic()
         self._last_heard = time.monotonic()
 
     def _run(self) -> None:
@@ -178,18 +180,17 @@ class CollectorZmq:
                 last_beat = now
                 self._send_nowait(encode_control("heartbeat", {}))
             if now - self._last_heard > self.peer_timeout_s:
-                log.warning("learner silent; reconnecting", learner=self.learner, silent_s=round(now - self._last_heard, 1))
+                log.warning("learner silent; reconnecting", learner=self.learner,
+                            silent_s=round(now - self._last_heard, 1))
                 self._connect()
-        try:
+        # A goodbye the learner may never get: it drops silent peers anyway.
+        with contextlib.suppress(zmq.ZMQError):
             self.dealer.send(encode_control("bye", {}), zmq.NOBLOCK)
-        except zmq.ZMQError:
-            pass
 
     def _send_nowait(self, frame: bytes) -> None:
-        try:
+        # A full queue drops the frame: heartbeats are resent every period.
+        with contextlib.suppress(zmq.Again):
             self.dealer.send(frame, zmq.NOBLOCK)
-        except zmq.Again:
-            pass
 
     def _flush_outbox(self) -> None:
         while not self._outbox.empty():

@@ -16,6 +16,7 @@ welcome (the snapshot of the Clone pattern), before any rollout exists.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -38,6 +39,8 @@ CONTROL_KINDS = {"hello", "heartbeat", "bye"}
 
 @dataclass
 class Peer:
+    """A collector the learner has welcomed: its id, name, socket identity, last contact and credits."""
+
     id: int
     name: str
     identity: bytes
@@ -47,6 +50,8 @@ class Peer:
 
 
 class LearnerZmq:
+    """The learner's end of the ZeroMQ transport (ROUTER for rollouts, PUB for weights); implements LearnerTransport."""
+
     def __init__(self, listen: str, spec: RolloutSpec, num_weights: int, max_in_flight: int,
                  heartbeat_s: float, peer_timeout_s: float, curve: ServerKeys | None = None):
         self.spec = spec
@@ -139,10 +144,9 @@ class LearnerZmq:
             self._send(identity, beat)
 
     def _send(self, identity: bytes, *frames) -> None:
-        try:
+        # Peer gone or its queue is full: it will time out and say hello again.
+        with contextlib.suppress(zmq.ZMQError):
             self.router.send_multipart([identity, *frames], zmq.NOBLOCK)
-        except zmq.ZMQError:
-            pass  # peer gone or its queue is full: it will time out and say hello again
 
     def _refuse(self, reason: str, identity: bytes | None, **kw) -> None:
         self.refused[reason] += 1

@@ -276,7 +276,7 @@ def test_same_seed_same_trajectory_at_any_thread_count(task):
     assert sum(x.sum() for x in a[4::4]) > 0  # truncation resets happened
     if task == "hopper":
         assert sum(x.sum() for x in a[3::4]) > 0  # and partial resets after terminations
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)
     assert not np.array_equal(a[0], c[0])
 
@@ -460,3 +460,14 @@ def test_env_groups_take_turns_on_one_stepper_thread():
     assert len({name for name, _, _ in spans}) == 1 and spans[0][0] != threading.get_ident()
     ordered = sorted(spans, key=lambda s: s[1])
     assert all(a[2] <= b[1] for a, b in pairwise(ordered))
+
+
+def test_batched_env_groups_and_gym_vector_env_provide_the_vector_env_interface():
+    """BatchedEnv, EnvGroups and GymVectorEnv have every member of VectorEnv, the rollout loop's view of an env."""
+    from collector import envs as E
+
+    for env in (make_env("half_cheetah", 2, 1, seed=0), E.make_collector_env("half_cheetah", 256, 1, seed=0),
+                make_env("gym:Pendulum-v1", 2, 1, seed=0)):
+        with env:
+            assert isinstance(env, E.VectorEnv), type(env).__name__
+            env.rng = np.random.default_rng(1)  # settable, as deterministic mode needs

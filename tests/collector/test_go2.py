@@ -1,4 +1,7 @@
-"""go2_joystick_flat: the MJCF against the robot facts, and the task (DESIGN section 6) on real MuJoCo."""
+"""go2_joystick_flat: the MJCF against the robot facts, and the task on real MuJoCo.
+
+The task's spec is docs/design.md#go2_joystick_flat.
+"""
 
 from __future__ import annotations
 
@@ -105,7 +108,7 @@ def test_model_joints_actuators_and_keyframe_match_the_facts(model):
         np.testing.assert_allclose(act.forcerange, a["forcerange"])
         assert act.forcelimited[0]
     np.testing.assert_allclose(model.key("home").qpos, FACTS["home_keyframe"]["qpos"])
-    facts_ctrl = dict(zip([a["name"] for a in FACTS["actuators"]], FACTS["home_keyframe"]["ctrl"]))
+    facts_ctrl = dict(zip([a["name"] for a in FACTS["actuators"]], FACTS["home_keyframe"]["ctrl"], strict=True))
     np.testing.assert_allclose(model.key("home").ctrl, [facts_ctrl[model.actuator(i).name] for i in range(12)])
 
 
@@ -333,7 +336,8 @@ def test_termination_beyond_60_degrees_of_tilt_and_not_below():
     qpos, qvel = _state(4)
     axes = [[1, 0, 0], [1, 1, 0], [0, 1, 0], [-1, 2, 0]]
     angles = [59.9, 59.9, 60.1, 60.1]
-    qpos[:, 3:7] = [_yawed(_quat(a, math.radians(d)), 1.0 + i) for i, (a, d) in enumerate(zip(axes, angles))]
+    qpos[:, 3:7] = [_yawed(_quat(a, math.radians(d)), 1.0 + i)
+                    for i, (a, d) in enumerate(zip(axes, angles, strict=True))]
     e.set_state(qpos, qvel)
     _, terminated = e.evaluate()
     np.testing.assert_array_equal(terminated, [False, False, True, True])
@@ -490,5 +494,5 @@ def test_shapes_dtypes_and_determinism_match_the_task_spec():
 
     a, b = run(1), run(2)
     assert sum(x.sum() for x in a[4::4]) > 0  # a truncation reset happened
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)

@@ -20,7 +20,8 @@ T = 6
 
 
 def _groups(cls: type[BatchedEnv], n: int, groups: int, seed: int, max_steps: int) -> EnvGroups:
-    return EnvGroups.build(lambda k, t, s, st: cls(k, t, s, max_episode_steps=max_steps, stepper=st), n, groups, 2, seed)
+    return EnvGroups.build(lambda k, t, s, st: cls(k, t, s, max_episode_steps=max_steps, stepper=st),
+                           n, groups, 2, seed)
 
 
 def _collector(env, overlap: bool = True, weights_from: Collector | None = None, precision: str = "auto") -> Collector:

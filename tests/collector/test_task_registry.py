@@ -31,6 +31,8 @@ USER_SOURCE = textwrap.dedent('''
     spec = dataclasses.replace(TASK_SPECS["inverted_pendulum"], name="my_pendulum")
 
     class Renamed:
+        """The wrapped env under the user's own spec."""
+
         def __init__(self, env):
             self._env = env
             self.spec = spec

@@ -234,7 +234,10 @@ def test_float_values_use_prometheus_spellings():
 
 
 def test_healthcheck_cli_follows_the_port_env_and_exit_status():
-    """`python -m common.status_server /healthz` exits 0 on 200, 1 on 503 or nothing listening, 0 when the port is 0 or unset."""
+    """`python -m common.status_server /healthz` exits 0 on 200, 1 on 503 or nothing listening.
+
+    It exits 0 when the port is 0 or unset.
+    """
     state = {"ok": (True, "fine")}
     with StatusServer(0, host="127.0.0.1", health=lambda: state["ok"]) as srv:
         env = {"APPO_TRAINING__STATUS_PORT": str(srv.port), "PATH": "/usr/bin:/bin"}

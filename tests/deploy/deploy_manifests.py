@@ -302,7 +302,8 @@ def materialize_pod(objs: list[dict], workload: dict, root: Path, secret_dir: Pa
                 items = v["secret"].get("items") or [{"key": p.name, "path": p.name} for p in secret_dir.iterdir()]
                 for item in items:
                     src = secret_dir / item["key"]
-                    assert src.is_file(), f"the Secret has no key {item['key']} (appo-keys writes {sorted(os.listdir(secret_dir))})"
+                    written = sorted(os.listdir(secret_dir))
+                    assert src.is_file(), f"the Secret has no key {item['key']} (appo-keys writes {written})"
                     shutil.copy(src, local / item["path"])
                     (local / item["path"]).chmod(0o440)
             elif "persistentVolumeClaim" in v:

@@ -79,8 +79,9 @@ class Pod:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = self.lab.popen(self.host, self.argv, env=self.env, cwd=self.cwd,
-                                   stdout=subprocess.DEVNULL, stderr=open(self.log, "ab"))
+        with open(self.log, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = self.lab.popen(self.host, self.argv, env=self.env, cwd=self.cwd,
+                                       stdout=subprocess.DEVNULL, stderr=log)
 
     def tail(self, n: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
@@ -133,7 +134,8 @@ def probe_ok(pod: Pod, kind: str) -> bool:
 
 @pytest.mark.timeout(240)
 def test_manifests_train_with_curve_pass_their_probes_stop_within_grace_and_resume(netlab, k8s_objects, tmp_path):
-    """As declared, learner + 2 collectors train over CURVE, pass their probes, checkpoint on SIGTERM within the grace, and resume."""
+    """As declared, learner + 2 collectors train over CURVE, pass their probes, checkpoint on SIGTERM within the
+    grace, and resume."""
     lab = netlab
     for host in ("learner", "c1", "c2", "node"):
         lab.add_host(host)

@@ -77,7 +77,8 @@ def test_every_command_and_appo_variable_is_accepted(combo, compose_models):
 
 @pytest.mark.parametrize("combo", ["shm", "zmq"])
 def test_learner_resumes_in_a_fixed_run_directory_on_the_volume(combo, compose_models):
-    """The learner starts with --resume latest, a fixed run_name, log_dir on a named volume, a grace above stop_grace_s."""
+    """The learner starts with --resume latest, a fixed run_name, log_dir on a named volume, a grace above
+    stop_grace_s."""
     model = compose_models[combo]
     svc = model["services"]["learner"]
     _, args, cfg = appo_services(model)["learner"]

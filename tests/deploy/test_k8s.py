@@ -65,16 +65,20 @@ def image_entrypoint(ref: str) -> list[str]:
 
 
 def test_kustomize_renders_the_expected_objects(k8s_objects):
-    """`kubectl kustomize k8s/` renders the namespace, config, learner, collectors, TensorBoard and the policy, all namespaced."""
-    kinds = {(o["kind"], o["metadata"]["name"].split("-m")[0] if o["kind"] == "ConfigMap" else o["metadata"]["name"])
-             for o in k8s_objects}
+    """`kubectl kustomize k8s/` renders the namespace, config, learner, collectors, TensorBoard and the policy, all
+    namespaced."""
+    def name(o: dict) -> str:
+        return o["metadata"]["name"].split("-m")[0] if o["kind"] == "ConfigMap" else o["metadata"]["name"]
+
+    kinds = {(o["kind"], name(o)) for o in k8s_objects}
     assert {("Namespace", "appo"), ("StatefulSet", LEARNER), ("Service", LEARNER), ("Deployment", COLLECTOR),
             ("Deployment", TENSORBOARD), ("Service", TENSORBOARD), ("NetworkPolicy", LEARNER)} <= kinds
     assert any(o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("appo-config-") for o in k8s_objects)
     for o in k8s_objects:
         if o["kind"] != "Namespace":
             assert o["metadata"]["namespace"] == "appo", o["metadata"]["name"]
-    assert not [o for o in k8s_objects if o["kind"] == "Secret"], "keys are never rendered; the Secret is created by hand"
+    secrets = [o for o in k8s_objects if o["kind"] == "Secret"]
+    assert not secrets, "keys are never rendered; the Secret is created by hand"
 
 
 def test_every_object_validates_against_kubernetes_1_32_strict(k8s_objects):
@@ -178,7 +182,8 @@ def test_probes_and_scrape_annotations_use_the_status_server(resolved, k8s_objec
             assert container_port(c, get["port"]) == port, (name, probe)
         w = next(o for o in workloads(k8s_objects) if o["metadata"]["name"] == name)
         ann = w["spec"]["template"]["metadata"]["annotations"]
-        assert ann == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
+        assert ann == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
+                       "prometheus.io/path": "/metrics"}
 
 
 def test_curve_keys_come_from_a_referenced_secret_with_least_privilege(resolved, k8s_objects, secret_dir):
@@ -268,7 +273,8 @@ def test_images_are_the_dockerfiles_images_at_the_project_version(k8s_objects):
 
 
 def test_pods_meet_the_restricted_pod_security_standard(k8s_objects):
-    """Non-root uid 10001 (the images' USER), fsGroup for keys and volumes, RuntimeDefault seccomp, no escalation, read-only root."""
+    """Non-root uid 10001 (the images' USER), fsGroup for keys and volumes, RuntimeDefault seccomp, no escalation,
+    read-only root."""
     ns = find(k8s_objects, "Namespace", "appo")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     for w in workloads(k8s_objects):
@@ -279,7 +285,8 @@ def test_pods_meet_the_restricted_pod_security_standard(k8s_objects):
         for v in spec.get("volumes", []):
             mode = v.get("secret", {}).get("defaultMode", 0o644)
             if ("secret" in v and not mode & 0o004) or "persistentVolumeClaim" in v:
-                assert sc.get("fsGroup") == sc["runAsGroup"] == 10001, f"{w['metadata']['name']}: {v['name']} unreadable"
+                where = f"{w['metadata']['name']}: {v['name']}"
+                assert sc.get("fsGroup") == sc["runAsGroup"] == 10001, f"{where} unreadable"
         for c in spec["containers"]:
             csc = c["securityContext"]
             assert csc["allowPrivilegeEscalation"] is False and csc["capabilities"]["drop"] == ["ALL"]

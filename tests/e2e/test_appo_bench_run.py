@@ -20,7 +20,8 @@ def test_appo_bench_small_run_reports_every_part(tmp_path):
     phys, e2e = res["physics"], res["e2e"]
     assert phys["physics_ceiling_steps_per_s"] > 0 and phys["collector_steps_per_s"] > 0
     rounds = phys["rounds"]
-    per_round = sorted(a / b for a, b in zip(rounds["collector_steps_per_s"], rounds["physics_ceiling_steps_per_s"]))
+    per_round = sorted(a / b for a, b in zip(rounds["collector_steps_per_s"], rounds["physics_ceiling_steps_per_s"],
+                                             strict=True))
     assert len(per_round) == 3 and res["ratios"]["collector / physics ceiling"] == per_round[1]  # paired median
     assert e2e["iterations"] == 6
     assert e2e["trained_fraction"] == 1.0  # back-pressure: nothing simulated and staged went untrained

@@ -33,7 +33,8 @@ def rollouts(run, name) -> float:
 
 
 def test_two_hosts_train_survive_a_killed_collector_and_admit_a_new_one(netlab, tmp_path):
-    """Both collectors' rollouts are trained on; kill -9 of one leaves training going; a new one joins fast with current weights."""
+    """Both collectors' rollouts are trained on; kill -9 of one leaves training going; a new one joins fast with
+    current weights."""
     lab = netlab
     for host in ("learner", "c1", "c2", "c3"):
         lab.add_host(host)

@@ -67,7 +67,8 @@ def test_kill9_learner_then_resume_latest_continues_and_sweeps_stale_shm(tmp_pat
     proc = subprocess.Popen([exe("appo-train"), *TINY, "--log-dir", str(run), f"transport.shm_root={shm_root}",
                              "algo.max_iterations=100000", "algo.save_interval=5"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: (run / "model_5.pt").exists() and len(scalars(run, "perf/iter_ms")) >= 7, 120, "model_5 and 7 laps")
+    wait_for(lambda: (run / "model_5.pt").exists() and len(scalars(run, "perf/iter_ms")) >= 7, 120,
+             "model_5 and 7 laps")
     kids = children(proc.pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -29,7 +29,8 @@ def test_train_leaves_events_checkpoints_and_summary(tmp_path, shm_root):
     assert summary["completed_iterations"] == 4
     assert summary["total_env_steps"] >= 4 * 16 * 16
     assert summary["last_checkpoint"].endswith("model_4.pt")
-    for key in ("final_mean_reward", "best_mean_reward", "mean_episode_length", "training_wall_time_sec", "env_steps_per_sec"):
+    for key in ("final_mean_reward", "best_mean_reward", "mean_episode_length", "training_wall_time_sec",
+                "env_steps_per_sec"):
         assert key in summary
     assert (run / "model_2.pt").is_file() and (run / "model_4.pt").is_file()
     assert yaml.safe_load((run / "config.yaml").read_text())["algo"]["num_envs"] == 16

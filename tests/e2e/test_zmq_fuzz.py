@@ -56,7 +56,7 @@ class Fuzzer:
         return [bytes(memoryview(f)) for f in encode_rollout(SPEC, "fuzzer", 0, 0, {}, arrays)]
 
     def send_rollout(self, frames: list[bytes]) -> None:
-        """A multi-frame message takes the rollout path and is answered with a credit; one frame is a control message."""
+        """A multi-frame message takes the rollout path and is answered with a credit; one frame is control."""
         self.sock.send_multipart(frames)
         self.sent += 1
         if len(frames) > 1:
@@ -67,7 +67,8 @@ class Fuzzer:
         self.sent += 1
 
     def mutations(self):
-        """Every malformed variant, cycling: random bytes, truncations, wrong version/shape/dtype, NaN, oversized, missing frames."""
+        """Every malformed variant, cycling: random bytes, truncations, wrong version/shape/dtype, NaN, oversized,
+        missing frames."""
         rng = self.rng
         while True:
             v = self.valid()
@@ -109,21 +110,23 @@ def test_fuzzed_learner_keeps_training_and_counts_every_refusal(tmp_path):
     """2,200 malformed messages while training: the learner never crashes, refused == sent, the run completes."""
     port = free_port()
     run = tmp_path / "run"
-    learner = subprocess.Popen([exe("appo-learner"), *TINY, "--listen", f"tcp://127.0.0.1:{port}", "--log-dir", str(run),
-                                "algo.max_iterations=100000", "training.max_policy_lag=1000000"],
-                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / "learner.log", "w"))
-    collector = subprocess.Popen([exe("appo-collector"), *TINY, "--learner", f"tcp://127.0.0.1:{port}",
-                                  "transport.collector_name=real"],
-                                 stdout=subprocess.DEVNULL, stderr=open(tmp_path / "collector.log", "w"))
+    with open(tmp_path / "learner.log", "w") as learner_log, open(tmp_path / "collector.log", "w") as collector_log:
+        learner = subprocess.Popen([exe("appo-learner"), *TINY, "--listen", f"tcp://127.0.0.1:{port}",
+                                    "--log-dir", str(run), "algo.max_iterations=100000",
+                                    "training.max_policy_lag=1000000"],
+                                   stdout=subprocess.DEVNULL, stderr=learner_log)
+        collector = subprocess.Popen([exe("appo-collector"), *TINY, "--learner", f"tcp://127.0.0.1:{port}",
+                                      "transport.collector_name=real"],
+                                     stdout=subprocess.DEVNULL, stderr=collector_log)
     try:
         wait_for(lambda: len(scalars(run, "perf/iter_ms")) >= 2, 90, "training to start")
         fuzz = Fuzzer(f"tcp://127.0.0.1:{port}")
         bad = fuzz.mutations()
-        for i in range(1500):
+        for _ in range(1500):
             fuzz.send_rollout(next(bad))
-        for i in range(500):
+        for _ in range(500):
             fuzz.send_control_garbage()
-        for i in range(200):
+        for _ in range(200):
             fuzz.send_unknown_peer(fuzz.valid())
         fuzz.close()
         at_end = len(scalars(run, "perf/iter_ms"))

@@ -17,17 +17,20 @@ TINY = [
 
 def _learner(tmp_path, port, *extra):
     run = tmp_path / "run"
-    proc = subprocess.Popen([exe("appo-learner"), *TINY, "--listen", f"tcp://127.0.0.1:{port}", "--log-dir", str(run),
-                             "algo.max_iterations=100000", "algo.save_interval=100000", *extra],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "learner.log", "w"))
+    with open(tmp_path / "learner.log", "w") as log:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([exe("appo-learner"), *TINY, "--listen", f"tcp://127.0.0.1:{port}",
+                                 "--log-dir", str(run), "algo.max_iterations=100000", "algo.save_interval=100000",
+                                 *extra],
+                                stdout=subprocess.DEVNULL, stderr=log)
     return proc, run
 
 
 def _collector(tmp_path, port, name, *extra):
     log = tmp_path / f"{name}.log"
-    proc = subprocess.Popen([exe("appo-collector"), *TINY, "--learner", f"tcp://127.0.0.1:{port}",
-                             f"transport.collector_name={name}", *extra],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    with open(log, "w") as err:
+        proc = subprocess.Popen([exe("appo-collector"), *TINY, "--learner", f"tcp://127.0.0.1:{port}",
+                                 f"transport.collector_name={name}", *extra],
+                                stdout=subprocess.DEVNULL, stderr=err)
     return proc, log
 
 
@@ -94,8 +97,8 @@ def test_rollouts_beyond_max_policy_lag_are_refused(tmp_path):
     cfg = load_config(TINY[2:], extra={"task": "inverted_pendulum"}, environ={})
     task = task_spec("inverted_pendulum")
     spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
-    channel = CollectorZmq(f"tcp://127.0.0.1:{port}", spec, "slow", flat_weights_size(ActorCritic.from_config(cfg, task)),
-                           2, 0.2, 30.0)
+    num_weights = flat_weights_size(ActorCritic.from_config(cfg, task))
+    channel = CollectorZmq(f"tcp://127.0.0.1:{port}", spec, "slow", num_weights, 2, 0.2, 30.0)
     env = make_env("inverted_pendulum", cfg.algo.num_envs, 1, seed=3)
     slow = Collector(cfg, env, channel, threading.Event(), seed=3)
     try:

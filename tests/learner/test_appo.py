@@ -59,7 +59,7 @@ def test_device_rule_gives_the_float_rule_sequence_bit_for_bit(start):
     first = [5.0, 5.0] if start < 1e-4 else [1e-4, 1e-4]  # straight into the floor or the cap
     for kl in first + KLS * 3:
         kl32 = torch.tensor(kl, dtype=torch.float32)  # the KL is computed in float32 on the device
-        lr = adaptive_lr(lr, kl32.item(), 0.01, 1.2, 1.1)  # the float rule on kl.item(), as the old loop
+        lr = adaptive_lr(lr, kl32.item(), 0.01, 1.2, 1.1)  # the float rule on kl.item(), as a host-side loop
         adaptive_lr_(lr_t, kl32, 0.01, 1.2, 1.1)
         assert lr_t.item() == lr
         seen.add(lr)
@@ -96,7 +96,7 @@ def test_tensor_lr_steps_equal_the_float_lr_reference(band, threads):
     ours, batch = _appo(cfg)
     ref, _ = _appo(cfg)
     assert ours.optimizer.defaults["fused"] and ours.optimizer.param_groups[0]["lr"] is ours._lr
-    packed = ours.pack(batch, ours.process(batch))
+    packed = ours.process(batch)["packed"]
     g = torch.Generator().manual_seed(11)
     minibatches = [packed.index_select(0, torch.randperm(16, generator=g)[:8]).flatten(0, 1) for _ in range(12)]
     lrs = []
@@ -114,7 +114,7 @@ def test_tensor_lr_steps_equal_the_float_lr_reference(band, threads):
 def test_no_host_sync_inside_the_minibatch_loop(monkeypatch):
     """Nothing in the epochs x minibatches loop reads a tensor back to Python."""
     appo, batch = _appo(_cfg("algo.algorithm.num_learning_epochs=2", "algo.algorithm.num_mini_batches=2"))
-    packed = appo.pack(batch, appo.process(batch))
+    packed = appo.process(batch)["packed"]
 
     def forbidden(*_args, **_kwargs):
         raise AssertionError("host synchronisation inside the minibatch loop")
@@ -134,7 +134,7 @@ def test_no_cuda_sync_inside_the_minibatch_loop():
     appo = APPO(cfg, TASK, torch.device("cuda"))
     batch = synthetic_batch(TASK, 16, 6, 1, torch.device("cuda"), appo.model, seed=3)
     appo.update_normalizers(batch)
-    packed = appo.pack(batch, appo.process(batch))
+    packed = appo.process(batch)["packed"]
     appo._minibatch_loop(packed, abort=lambda: False)  # warm-up (allocations, lazy optimizer state)
     torch.cuda.set_sync_debug_mode("error")
     try:

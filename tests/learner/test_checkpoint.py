@@ -1,4 +1,5 @@
-"""Checkpoints: atomic writes, damage detected with the file named, `latest` falls back, a failed write keeps the old file."""
+"""Checkpoints: atomic writes, damage detected with the file named, `latest` falls back,
+a failed write keeps the old file."""
 
 import os
 import random
@@ -70,7 +71,8 @@ def tiny_disk(tmp_path):
     """A 512 KiB tmpfs: a real full disk (skipped only where mounting is not permitted)."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     yield mnt

@@ -8,12 +8,11 @@ import pytest
 import torch
 from torch.distributions import Normal, kl_divergence
 
+from common.policy import gaussian_log_prob
 from learner.ppo_loss import (
     gaussian_entropy,
     gaussian_kl,
-    gaussian_log_prob,
     impact_ratio,
-    ppo_loss,
     surrogate_loss,
     value_loss,
 )
@@ -119,31 +118,24 @@ def test_gaussian_kl_zero_for_identical():
     torch.testing.assert_close(gaussian_kl(mu, sigma, mu, sigma), torch.zeros(5))
 
 
-def test_ppo_loss_composes_parts():
+def test_loss_parts_compose_to_the_hand_computed_total():
     """Total = surrogate + c_v * value loss - c_e * mean entropy, with the hand-computed parts."""
     # behaviour == target == 0, so the IMPACT ratio is exp(log pi) and log pi = log(RATIO).
     zeros = torch.zeros(5)
-    out = ppo_loss(
-        log_probs=torch.log(torch.tensor(RATIO)),
-        behavior_log_probs=zeros,
-        target_log_probs=zeros,
-        advantages=torch.tensor(ADV),
-        values=torch.tensor(VALUES + [0.0, 0.0]),
-        old_values=torch.tensor(OLD + [0.0, 0.0]),
-        returns=torch.tensor(RETURNS + [0.0, 0.0]),
-        entropy=torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]),
-        clip_param=0.2,
-        value_loss_coef=0.5,
-        entropy_coef=0.01,
-        use_clipped_value_loss=True,
-    )
-    surrogate = (-1.2 - 0.5 + 1.5 + 0.8 - 2.2) / 5
-    v_loss = (0.64 + 1.0 + 1.0) / 5
-    assert out.surrogate.item() == pytest.approx(surrogate)
-    assert out.value_loss.item() == pytest.approx(v_loss)
-    assert out.entropy.item() == pytest.approx(3.0)
-    assert out.clip_fraction.item() == pytest.approx(0.8)
-    assert out.loss.item() == pytest.approx(surrogate + 0.5 * v_loss - 0.01 * 3.0)
+    clip_param, value_loss_coef, entropy_coef = 0.2, 0.5, 0.01
+    ratio = impact_ratio(torch.log(torch.tensor(RATIO)), zeros, zeros)
+    surrogate, clip_fraction = surrogate_loss(torch.tensor(ADV), ratio, clip_param)
+    v_loss = value_loss(torch.tensor(VALUES + [0.0, 0.0]), torch.tensor(OLD + [0.0, 0.0]),
+                        torch.tensor(RETURNS + [0.0, 0.0]), clip_param, use_clipped=True)
+    entropy = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]).mean()
+    loss = surrogate + value_loss_coef * v_loss - entropy_coef * entropy
+    expected_surrogate = (-1.2 - 0.5 + 1.5 + 0.8 - 2.2) / 5
+    expected_v_loss = (0.64 + 1.0 + 1.0) / 5
+    assert surrogate.item() == pytest.approx(expected_surrogate)
+    assert v_loss.item() == pytest.approx(expected_v_loss)
+    assert entropy.item() == pytest.approx(3.0)
+    assert clip_fraction.item() == pytest.approx(0.8)
+    assert loss.item() == pytest.approx(expected_surrogate + 0.5 * expected_v_loss - 0.01 * 3.0)
 
 
 def test_gaussian_log_prob_and_entropy_match_torch_distributions():

@@ -144,7 +144,7 @@ def test_bf16_output_layer_runs_in_float32_inside_an_outer_autocast():
 
 def test_bf16_compiled_update_is_close_to_eager():
     """training.compile with bf16 computes the eager bf16 update (within bf16 rounding), not the fp32 one."""
-    # Compiles two small functions once: about 25 s on 2 cores with a cold inductor cache.
+    # Slow: compiles two small functions once (long with a cold inductor cache).
     _, m16, eager16 = _update("bf16", 0)
     _, _, eager32 = _update("fp32", 0)
     appo, m_compiled, compiled16 = _update("bf16", 0, "training.compile=true")

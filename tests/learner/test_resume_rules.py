@@ -15,7 +15,8 @@ def _cfg(*extra, task="hopper"):
 def test_same_shapes_and_safe_overrides_are_accepted():
     """max_iterations, save_interval and the learning rate may change on resume."""
     saved = _cfg().to_dict()
-    check_compatible(saved, _cfg("algo.max_iterations=999", "algo.save_interval=3", "algo.algorithm.learning_rate=0.0005"))
+    check_compatible(saved, _cfg("algo.max_iterations=999", "algo.save_interval=3",
+                                 "algo.algorithm.learning_rate=0.0005"))
 
 
 def test_learner_arithmetic_may_change_on_resume():

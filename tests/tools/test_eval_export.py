@@ -38,6 +38,8 @@ TRACKED_SOURCE = textwrap.dedent('''
     spec = TASK_SPECS["inverted_pendulum"]
 
     class Tracked:
+        """The wrapped env plus a velocity_tracking() hook with fixed commanded and measured velocities."""
+
         def __init__(self, env):
             self._env = env
 

@@ -34,7 +34,7 @@ from importlib import resources
 
 import mujoco
 
-SIM_DT = 0.01  # DESIGN section 6 (the facts' source used 0.02)
+SIM_DT = 0.01  # docs/design.md#go2_joystick_flat (the facts' source used 0.02)
 FEET = ("FL", "FR", "RL", "RR")  # leg order of qpos, actions and the gait phase
 FOOT_RADIUS = 0.022
 KP_NOMINAL = 35.0  # the facts' position-actuator gain
@@ -46,7 +46,7 @@ _VISUAL_RGBA = {"base": "0.22 0.24 0.27 1", "hip": "0.75 0.76 0.78 1", "thigh": 
 
 @lru_cache(maxsize=1)
 def load_facts() -> dict:
-    """The robot facts shipped with this package (a copy of ../shared/go2/go2_facts.json)."""
+    """The robot facts shipped with this package (go2_facts.json beside this file)."""
     text = resources.files(__package__).joinpath("go2_facts.json").read_text()
     return json.loads(text)
 

@@ -1,7 +1,8 @@
-"""go2_joystick_flat: the Unitree Go2 tracking a commanded body velocity on flat ground (DESIGN section 6).
+"""go2_joystick_flat: the Unitree Go2 tracking a commanded body velocity on flat ground.
 
-N robots share one MjModel in a native batch; everything per step is whole-array
-NumPy over the N rows.  Decisions the spec leaves open:
+The spec is docs/design.md#go2_joystick_flat.  N robots share one MjModel in a
+native batch; everything per step is whole-array NumPy over the N rows.
+Decisions the spec leaves open:
 
 - PD gains per env, exactly: the actuators are PD servos (model.py) whose
   gainprm/biasprm are expanded per simulation (mjb_expand), so simulation i

@@ -1,4 +1,7 @@
-"""Shared-memory transport: data and metadata arrive intact, buffers cycle, weights are consistent, bad input is refused."""
+"""Shared-memory transport: data and metadata arrive intact, buffers cycle, weights are consistent.
+
+Bad input is refused.
+"""
 
 import os
 import subprocess
