@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status = start_collector_status(collector)
         sent = collector.run(args.max_rollouts)
+        lost = collector.learner_lost()
     finally:
         if status:
             status.stop()
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     if fatal:
         print(f"error: {fatal}", file=sys.stderr)
         return 2
+    if lost:
+        # Non-zero, so that a restart policy brings the collector back for the restarted learner.
+        print("error: the learner went away without ending the run", file=sys.stderr)
+        return 1
     log.info("collector stopped", rollouts=sent)
     return 0
 

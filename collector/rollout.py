@@ -143,6 +143,10 @@ class Collector:
     def _should_stop(self) -> bool:
         return self.stop_event.is_set() or self.channel.stop_requested() or not self.channel.learner_alive()
 
+    def learner_lost(self) -> bool:
+        """Whether the learner went away without ending the run (it crashed), rather than stopping us."""
+        return not self.stop_event.is_set() and not self.channel.stop_requested() and not self.channel.learner_alive()
+
     def wait_for_weights(self) -> bool:
         """Block until the learner has published weights (False if stopped first)."""
         while not self._take_weights():

@@ -18,6 +18,7 @@ def run_learner(session: Session, transport: LearnerTransport, stop: threading.E
                 collectors: LocalCollectors | None = None) -> int:
     """Train until done or stopped; the process exit code: 0, or 1 when every collector is gone."""
     status = None
+    finished = False
     try:
         learner = session.learner(transport, stop)
         if collectors:
@@ -26,13 +27,18 @@ def run_learner(session: Session, transport: LearnerTransport, stop: threading.E
         if collectors:
             collectors.start()
         summary = learner.run()
+        finished = True
     except CollectorsGone as exc:
         log.error("training stopped: no collectors", reason=str(exc))
         return 1
     finally:
         if status:
             status.stop()
-        transport.request_stop()
+        if finished:
+            # Only a run that ended as planned (completed, or stopped by a signal) stops the collectors.
+            # After a crash they find their learner gone and exit non-zero, so that a restart policy
+            # (compose, Kubernetes) brings them back for the restarted learner.
+            transport.request_stop()
         if collectors:
             collectors.stop()
         transport.close()

@@ -155,3 +155,30 @@ def test_two_local_collectors_both_feed_the_learner(tmp_path, shm_root):
     assert proc.returncode == 0, err[-3000:]
     per_collector = read_summary(run)["rollouts_per_collector"]
     assert set(per_collector) == {"local-0", "local-1"} and min(per_collector.values()) >= 1
+
+
+def test_a_crashed_learner_leaves_its_shm_collectors_exiting_non_zero(tmp_path, shm_root):
+    """A learner that fails (its checkpoint cannot be written) does not stop its collectors: each finds it gone
+    and exits 1, so a restart policy (compose's on-failure) brings it back for the restarted learner."""
+    run = tmp_path / "run"
+    (run / "model_2.pt").mkdir(parents=True)  # the checkpoint of iteration 2 cannot replace a directory
+    with open(tmp_path / "learner.log", "w") as learner_log, open(tmp_path / "collector.log", "w") as collector_log:
+        learner = subprocess.Popen([exe("appo-learner"), "--task", "inverted_pendulum", "--log-dir", str(run), *TINY,
+                                    "algo.max_iterations=100", "algo.save_interval=2",
+                                    f"transport.shm_root={shm_root}"],
+                                   stdout=subprocess.PIPE, stderr=learner_log, text=True)
+        line = learner.stdout.readline()
+        assert line.startswith("shm_dir="), line
+        collector = subprocess.Popen([exe("appo-collector"), "--task", "inverted_pendulum",
+                                      "--shm-dir", line.strip().split("=", 1)[1], "--config", str(run / "config.yaml")],
+                                     stdout=subprocess.DEVNULL, stderr=collector_log)
+    try:
+        assert learner.wait(timeout=180) == 1
+        assert "writing checkpoint" in (tmp_path / "learner.log").read_text()
+        assert collector.wait(timeout=60) == 1
+        assert "the learner went away without ending the run" in (tmp_path / "collector.log").read_text()
+    finally:
+        for p in (learner, collector):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
