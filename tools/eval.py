@@ -62,6 +62,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         except ValueError as exc:
             p.error(str(exc))
         args.plot = args.plot or str(Path(args.video).with_suffix(".png"))
+    for out in (args.video, args.plot, args.json):
+        if out:  # as any tool that writes a named file: its folder is made, not a late error after the run
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
     return args
 
 

@@ -158,6 +158,16 @@ def test_tensorboard_reads_the_log_volume_on_a_published_port(combo, compose_mod
     assert any(v["source"] == learner_logs and v["read_only"] for v in tb["volumes"])
 
 
+@pytest.mark.parametrize("combo", sorted(COMPOSE_FILES))
+def test_every_published_port_binds_to_loopback_only(combo, compose_models):
+    """TensorBoard and the status ports are published on 127.0.0.1: nothing is reachable from other machines."""
+    published = [(name, p) for name, svc in compose_models[combo]["services"].items() for p in svc.get("ports") or []
+                 if p.get("published")]
+    assert {name for name, _ in published} >= {"learner", "tensorboard"}
+    for name, port in published:
+        assert port.get("host_ip") == "127.0.0.1", (name, port)
+
+
 def test_images_agree_between_compose_k8s_and_the_dockerfiles(compose_models, k8s_objects):
     """appo-learner / appo-collector at pyproject's version, each built from its own Dockerfile, everywhere."""
     version = project_version()

@@ -99,7 +99,8 @@ def test_training_images_do_not_render_and_the_eval_target_does():
     assert "MUJOCO_GL=disable" in env_text(by_name["runtime"])
     assert "MUJOCO_GL=egl" in env_text(by_name["eval"])
     eval_runs = " ".join(rest for i, rest in by_name["eval"].instructions if i == "RUN")
-    assert "libegl1" in eval_runs and "libgl1-mesa-dri" in eval_runs
+    # PyOpenGL (imported by MuJoCo's EGL backend) needs libOpenGL.so.0 besides EGL and the Mesa drivers.
+    assert "libegl1" in eval_runs and "libgl1-mesa-dri" in eval_runs and "libopengl0" in eval_runs
     assert "MUJOCO_GL=disable" in DOCKERFILES["appo-learner"].read_text()
 
 

@@ -163,12 +163,13 @@ def test_velocity_tracking_hook_gives_rms_errors(tmp_path, monkeypatch):
 
 
 def test_video_has_one_frame_per_step_of_the_first_episode(tmp_path):
-    """--video writes a playable MP4 of env 0's first episode (one frame per step) plus a PNG plot."""
+    """--video writes a playable MP4 of env 0's first episode (one frame per step) plus a PNG plot, into folders
+    it makes."""
     import imageio.v2 as imageio
 
     ckpt = tmp_path / "model_5.pt"
     write_checkpoint(ckpt, "half_cheetah")  # never terminates: the first episode is exactly the time limit
-    video, report = tmp_path / "run.mp4", tmp_path / "eval.json"
+    video, report = tmp_path / "videos" / "run.mp4", tmp_path / "reports" / "eval.json"  # folders not there yet
     proc = subprocess.run(
         [sys.executable, "-m", "tools.eval", "--load-run", str(ckpt), "--episodes", "2", "--threads", "1",
          "--max-episode-steps", "15", "--video", str(video), "--video-size", "160x120", "--json", str(report)],
