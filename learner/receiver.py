@@ -67,7 +67,10 @@ class Receiver(threading.Thread):
             if self.too_stale(arrival.policy_version):
                 self.refused["stale_policy"] += 1
                 self._log_refused("stale_policy", collector=arrival.collector, lag=lag)
+                arrival.lagging()
                 return
+            if self.max_policy_lag is not None and 2 * lag > self.max_policy_lag:
+                arrival.lagging()  # halfway to the bound: its collector may be missing the broadcast weights
             bad = [k for k, a in arrival.arrays.items() if not all_finite(a)]
             if bad:
                 self.refused["non_finite"] += 1

@@ -33,6 +33,8 @@ def netns_available() -> tuple[bool, str]:
 
 
 class NetLab:
+    """Hosts in network namespaces on a private bridge, the processes started on them, and their links."""
+
     def __init__(self):
         self.tag = f"ap{uuid.uuid4().hex[:5]}"
         self.switch = f"{self.tag}sw"
@@ -63,6 +65,10 @@ class NetLab:
         self.hosts[name] = ns
         self.addresses[name] = addr
         return addr
+
+    def set_link(self, host: str, up: bool) -> None:
+        """Cut `host` off the network (its interface down) or heal it: a partition, as a pulled cable."""
+        self._in(self.hosts[host], "ip", "link", "set", f"{self.tag}{host}h", "up" if up else "down")
 
     def popen(self, host: str, args: list[str], **kw) -> subprocess.Popen:
         """Start a process on `host` (ip netns exec replaces itself with the command: same pid)."""

@@ -23,10 +23,16 @@ class Arrival:
     arrays: dict[str, np.ndarray]
     stats: dict
     _release: Callable[[], None] = field(repr=False, default=lambda: None)
+    _lagging: Callable[[], None] = field(repr=False, default=lambda: None)
 
     def release(self) -> None:
         """Hand the buffer back to its collector (shared memory) or return its credit (ZeroMQ)."""
         self._release()
+
+    def lagging(self) -> None:
+        """The rollout's policy lags far behind: send its collector the current weights directly (ZeroMQ;
+        shared-memory collectors always read the newest), once per version. Call before release()."""
+        self._lagging()
 
 
 @dataclass

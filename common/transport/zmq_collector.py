@@ -63,10 +63,7 @@ class CollectorZmq:
         self._session: int | None = None
         self._stop = threading.Event()
         self.ctx = zmq.Context()
-        self.sub = self._socket(zmq.SUB)
-        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
-        self.sub.setsockopt(zmq.RCVHWM, 4)
-        self.sub.connect(weights_endpoint(learner))
+        self.sub: zmq.Socket | None = None
         self.dealer: zmq.Socket | None = None
         self._thread = threading.Thread(target=self._run, name="appo-link", daemon=True)
         self._thread.start()
@@ -133,6 +130,15 @@ class CollectorZmq:
     # ------------------------------------------------------------ link thread
 
     def _connect(self) -> None:
+        # Both connections anew: after a partition the old weights connection can stay silent for as long as
+        # TCP's retransmission back-off (tens of seconds), while the learner waits for rollouts made with
+        # weights it will only send again after an update.
+        if self.sub is not None:
+            self.sub.close(linger=0)
+        self.sub = self._socket(zmq.SUB)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sub.setsockopt(zmq.RCVHWM, 4)
+        self.sub.connect(weights_endpoint(self.learner))
         if self.dealer is not None:
             # linger 0: unsent rollouts of the old connection are dropped, so their buffers are ours again.
             self.dealer.close(linger=0)
@@ -155,16 +161,16 @@ class CollectorZmq:
     def _run(self) -> None:
         self._connect()
         last_beat = 0.0
-        poller = zmq.Poller()
-        poller.register(self.sub, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        poller = sockets = None
         while not self._stop.is_set():
-            if self.dealer not in dict(poller.sockets):
-                for s, _ in list(poller.sockets):
-                    if s is not self.sub and s != self._wake_r:
-                        poller.unregister(s)
-                poller.register(self.dealer, zmq.POLLIN)
+            if sockets != (self.sub, self.dealer):  # a reconnect replaced them
+                sockets = (self.sub, self.dealer)
+                poller = zmq.Poller()
+                for s in (*sockets, self._wake_r):
+                    poller.register(s, zmq.POLLIN)
             for sock, _ in poller.poll(50):
+                if sockets != (self.sub, self.dealer):
+                    break  # a reset replaced the sockets: this poll's other events are of closed ones
                 if sock == self._wake_r:
                     while True:
                         try:
@@ -210,7 +216,7 @@ class CollectorZmq:
                 continue
             self._on_message(msg, frames, from_dealer=sock is self.dealer)
             if sock is not self.dealer and sock is not self.sub:
-                return  # a reset replaced (and closed) the socket being drained
+                return  # a reset replaced (and closed) the sockets
 
     def _on_message(self, msg: dict, frames: list, from_dealer: bool) -> None:
         kind = msg["kind"]

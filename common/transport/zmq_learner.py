@@ -47,6 +47,7 @@ class Peer:
     last_seen: float
     credits_out: int
     rollouts: int = 0
+    sent_version: int = -1  # the newest weights sent to it directly (on hello, or to catch up)
 
 
 class LearnerZmq:
@@ -65,7 +66,7 @@ class LearnerZmq:
         self.peers: dict[bytes, Peer] = {}
         self._next_id = 0
         self._last_beat = 0.0
-        self._snapshot: list[bytes] | None = None
+        self._snapshot: tuple[int, list[bytes]] | None = None  # (version, frames) of the newest weights
         self._snapshot_lock = threading.Lock()
         self.ctx = zmq.Context()
         self._auth = None
@@ -106,7 +107,7 @@ class LearnerZmq:
         header = encode_control("weights", {"session": self.session, "version": version, "n": int(flat.size)})
         data = np.ascontiguousarray(flat, dtype="<f4")
         with self._snapshot_lock:
-            self._snapshot = [header, data.tobytes()]
+            self._snapshot = (version, [header, data.tobytes()])
         self.pub.send_multipart([header, data], copy=False)
 
     def request_stop(self) -> None:
@@ -178,7 +179,19 @@ class LearnerZmq:
         peer.rollouts += 1
         # The frames own the memory the arrays view; keep them alive with the arrival.
         return Arrival(peer.name, msg.seq, msg.policy_version, msg.arrays, msg.stats,
-                          lambda f=frames, i=identity: self._credit(i))
+                       lambda f=frames, i=identity: self._credit(i), lambda i=identity: self._send_weights(i))
+
+    def _send_weights(self, identity: bytes) -> None:
+        """The newest weights straight to one collector, unless it already got them this way: a collector that
+        (re)joins, or whose rollouts lag, must not wait for the next update's broadcast, which lost or stale
+        rollouts may keep from ever coming."""
+        peer = self.peers.get(identity)
+        with self._snapshot_lock:
+            snapshot = self._snapshot
+        if peer is None or snapshot is None or snapshot[0] <= peer.sent_version:
+            return
+        peer.sent_version = snapshot[0]
+        self._send(identity, *snapshot[1])
 
     def _credit(self, identity: bytes) -> None:
         peer = self.peers.get(identity)
@@ -217,10 +230,8 @@ class LearnerZmq:
             log.info("collector joined", collector=name, id=peer.id)
         peer.credits_out = self.max_in_flight
         self._send(identity, encode_control("welcome", {"session": self.session, "credits": self.max_in_flight}))
-        with self._snapshot_lock:
-            snapshot = self._snapshot
-        if snapshot:
-            self._send(identity, *snapshot)
+        peer.sent_version = -1
+        self._send_weights(identity)
 
     def collectors(self) -> dict[int, dict]:
         now = time.monotonic()

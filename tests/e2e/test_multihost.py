@@ -3,6 +3,7 @@
 import os
 import signal
 import subprocess
+import time
 
 from e2e_helpers import exe, last, read_summary, wait_for
 
@@ -79,5 +80,35 @@ def test_collectors_reconnect_to_a_restarted_learner(netlab, tmp_path):
     learner = start_learner(lab, run2)
     wait_for(lambda: rollouts(run2, "c1") >= 3, 60, "rollouts after the restart")
     assert collector.poll() is None, "the collector must not have been restarted"
+    learner.send_signal(signal.SIGTERM)
+    assert learner.wait(timeout=60) == 0
+
+
+def test_a_collector_healed_after_a_partition_trains_alone_with_current_weights(netlab, tmp_path):
+    """Cut off for 30 s while another collector trains past the lag bound, then healed with the other one killed:
+    the healed collector rejoins with current weights within 10 s, and its rollouts are trained on."""
+    lab = netlab
+    for host in ("learner", "c1", "c2"):
+        lab.add_host(host)
+    run = tmp_path / "run"
+    learner = start_learner(lab, run, "training.max_policy_lag=5")
+    start_collector(lab, "c1", "c1", tmp_path / "c1.log")
+    c2 = start_collector(lab, "c2", "c2", tmp_path / "c2.log")
+    wait_for(lambda: rollouts(run, "c1") >= 3 and rollouts(run, "c2") >= 3, 90, "rollouts from both collectors")
+    lab.set_link("c1", up=False)
+    cut = time.monotonic()
+    cut_at = len(_iters(run))
+    # Longer than the peer timeout (3 s) and long enough for TCP's retransmission backoff to matter; more updates
+    # than the lag bound meanwhile, so the weights c1 holds are stale when it returns.
+    wait_for(lambda: "collector silent, dropped" in (tmp_path / "run.learner.log").read_text(), 30, "c1 dropped")
+    wait_for(lambda: len(_iters(run)) >= cut_at + 15, 60, "training on c2 alone")
+    time.sleep(max(0.0, 30.0 - (time.monotonic() - cut)))  # the partition's length is the point here
+    lab.set_link("c1", up=True)
+    os.kill(c2.pid, signal.SIGKILL)
+    c2.wait()
+    healed_at = len(_iters(run))
+    wait_for(lambda: len(_iters(run)) >= healed_at + 5, 10, "training on the healed collector alone")
+    assert last(run, "Collectors/c1/policy_version") >= healed_at - 5
+    assert learner.poll() is None
     learner.send_signal(signal.SIGTERM)
     assert learner.wait(timeout=60) == 0
