@@ -93,6 +93,7 @@ class Learner:
         # Liveness for probes: beaten on every pass of the loop, waiting and updating included.
         self.heartbeat = Heartbeat(cfg.training.liveness_timeout_s, "learner loop")
         self.weights_published = False
+        self.waiting_since: float | None = None  # monotonic time since the lap has waited for rollouts
 
     # ------------------------------------------------------------------ main loop
 
@@ -162,6 +163,21 @@ class Learner:
         return True
 
     def _wait_for_rollouts(self) -> list[int]:
+        self.waiting_since = time.monotonic()
+        try:
+            return self._wait_for_rollouts_since()
+        finally:
+            self.waiting_since = None
+
+    def waiting_reason(self) -> str | None:
+        """Why the lap waits, once it has waited collector_wait_warn_s (as the log warns), for /readyz; else None."""
+        since = self.waiting_since
+        if since is None or time.monotonic() - since < self.cfg.training.collector_wait_warn_s:
+            return None
+        return (f"waiting {time.monotonic() - since:.0f} s for rollouts; "
+                f"{len(self.transport.collectors())} collectors connected")
+
+    def _wait_for_rollouts_since(self) -> list[int]:
         waited = 0.0
         gone_since = None
         warn = self.cfg.training.collector_wait_warn_s

@@ -31,6 +31,15 @@ def learner_metrics(learner: Learner) -> dict:
     }
 
 
+def _readiness(learner: Learner) -> tuple[bool, str]:
+    """Ready once weights are published (collectors can start); a lap waiting for rollouts says so, and stays
+    ready, since a Service that stopped routing to it would keep the collectors it waits for away."""
+    if not learner.weights_published:
+        return False, "weights not published yet"
+    waiting = learner.waiting_reason()
+    return True, f"weights published; {waiting}" if waiting else "weights published"
+
+
 def start_learner_status(learner: Learner) -> StatusServer | None:
     """Serve the learner's status on training.status_port (0: no server). Ready once weights are published."""
     t = learner.cfg.training
@@ -40,8 +49,7 @@ def start_learner_status(learner: Learner) -> StatusServer | None:
         t.status_port,
         metrics=lambda: learner_metrics(learner),
         health=learner.heartbeat,
-        ready=lambda: (learner.weights_published, "weights published" if learner.weights_published
-                       else "weights not published yet"),
+        ready=lambda: _readiness(learner),
         host=t.status_host,
         process="learner",
     ).start()

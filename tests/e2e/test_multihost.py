@@ -3,9 +3,10 @@
 import os
 import signal
 import subprocess
+import sys
 import time
 
-from e2e_helpers import exe, last, read_summary, wait_for
+from e2e_helpers import exe, last, read_summary, scalars, wait_for
 
 TINY = [
     "--task", "inverted_pendulum",
@@ -61,8 +62,6 @@ def test_two_hosts_train_survive_a_killed_collector_and_admit_a_new_one(netlab, 
 
 
 def _iters(run):
-    from e2e_helpers import scalars
-
     return scalars(run, "perf/iter_ms")
 
 
@@ -112,3 +111,72 @@ def test_a_collector_healed_after_a_partition_trains_alone_with_current_weights(
     assert learner.poll() is None
     learner.send_signal(signal.SIGTERM)
     assert learner.wait(timeout=60) == 0
+
+
+def _status(lab, host: str, port: int, path: str) -> tuple[int, str]:
+    """GET a status endpoint from inside `host`'s namespace: (HTTP status, body)."""
+    code = ("import sys, urllib.error, urllib.request\n"
+            f"try: r = urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=3); c, b = r.status, r.read()\n"
+            "except urllib.error.HTTPError as e: c, b = e.code, e.read()\n"
+            "print(c); sys.stdout.write(b.decode())\n")
+    out = subprocess.run(["ip", "netns", "exec", lab.hosts[host], sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=20).stdout
+    status, _, body = out.partition("\n")
+    return int(status), body
+
+
+def test_a_learner_cut_off_from_every_collector_waits_alive_and_resumes_after_the_heal(netlab, tmp_path):
+    """The learner's link down for 30 s: both collectors are dropped, the learner stays live and says why it
+    waits, and after the heal training goes on within 10 s with the same processes."""
+    lab = netlab
+    for host in ("learner", "c1", "c2"):
+        lab.add_host(host)
+    run = tmp_path / "run"
+    learner = start_learner(lab, run, "training.status_port=9100", "training.collector_wait_warn_s=2")
+    c1 = start_collector(lab, "c1", "c1", tmp_path / "c1.log")
+    c2 = start_collector(lab, "c2", "c2", tmp_path / "c2.log")
+    wait_for(lambda: rollouts(run, "c1") >= 3 and rollouts(run, "c2") >= 3, 90, "rollouts from both collectors")
+    lab.set_link("learner", up=False)
+    cut = time.monotonic()
+    log = tmp_path / "run.learner.log"
+    wait_for(lambda: log.read_text().count("collector silent, dropped") >= 2, 30, "both collectors dropped")
+    wait_for(lambda: "waiting" in _status(lab, "learner", 9100, "/readyz")[1], 30, "readiness to say it waits")
+    assert _status(lab, "learner", 9100, "/healthz")[0] == 200  # the lap loop is alive while it waits
+    code, body = _status(lab, "learner", 9100, "/readyz")
+    assert code == 200 and "0 collectors connected" in body, body
+    time.sleep(max(0.0, 30.0 - (time.monotonic() - cut)))  # the partition's length is the point here
+    lab.set_link("learner", up=True)
+    healed_at = len(_iters(run))
+    wait_for(lambda: len(_iters(run)) >= healed_at + 5, 10, "training after the heal")
+    assert learner.poll() is None and c1.poll() is None and c2.poll() is None  # nothing was restarted
+    learner.send_signal(signal.SIGTERM)
+    assert learner.wait(timeout=60) == 0
+
+
+def test_a_frozen_collector_is_dropped_then_readmitted_and_what_it_held_is_refused(netlab, tmp_path):
+    """SIGSTOP for 15 s while another collector trains past the lag bound, then SIGCONT: the frozen one is dropped,
+    its rollout from before the freeze is refused as stale, never trained on, and it is readmitted."""
+    lab = netlab
+    for host in ("learner", "c1", "c2"):
+        lab.add_host(host)
+    run = tmp_path / "run"
+    learner = start_learner(lab, run, "training.max_policy_lag=5")
+    c1 = start_collector(lab, "c1", "c1", tmp_path / "c1.log")
+    start_collector(lab, "c2", "c2", tmp_path / "c2.log")
+    wait_for(lambda: rollouts(run, "c1") >= 3 and rollouts(run, "c2") >= 3, 90, "rollouts from both collectors")
+    os.kill(c1.pid, signal.SIGSTOP)
+    frozen = time.monotonic()
+    frozen_at = len(_iters(run))
+    log = tmp_path / "run.learner.log"
+    wait_for(lambda: "collector silent, dropped" in log.read_text(), 30, "c1 dropped")
+    wait_for(lambda: len(_iters(run)) >= frozen_at + 15, 60, "training on c2 past the lag bound")
+    time.sleep(max(0.0, 15.0 - (time.monotonic() - frozen)))  # the freeze's length is the point here
+    trained_before, refused_before = rollouts(run, "c1"), last(run, "Learner/refused_messages")
+    os.kill(c1.pid, signal.SIGCONT)
+    # c2 is never stale: any refusal from now on is c1's rollout from before the freeze.
+    wait_for(lambda: last(run, "Learner/refused_messages") > refused_before, 20, "c1's held rollout refused")
+    wait_for(lambda: rollouts(run, "c1") >= trained_before + 3, 20, "c1 readmitted and trained on")
+    assert max(scalars(run, "Learner/policy_lag_max")) <= 5  # nothing past the bound was trained
+    learner.send_signal(signal.SIGTERM)
+    assert learner.wait(timeout=60) == 0
+    assert read_summary(run)["refused_messages"].get("stale_policy", 0) >= 1
