@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +33,10 @@ from learner.rng import rng_state, set_rng_state
 from learner.staging import StagingPool
 
 log = get_logger("learner")
+# A collector's rollouts per second are taken over its last RATE_WINDOW staged rollouts; none for
+# RATE_QUIET_S seconds reads as 0 (dropped, partitioned or frozen).
+RATE_WINDOW = 16
+RATE_QUIET_S = 10.0
 
 
 class CollectorsGone(RuntimeError):
@@ -86,6 +90,9 @@ class Learner:
         self.status = "running"
         self.per_collector: Counter[str] = Counter()  # rollouts received, by collector name
         self.collector_versions: dict[str, int] = {}  # policy version of each collector's newest rollout
+        self.collector_lags: dict[str, int] = {}  # policy lag of each collector's newest rollout when staged
+        # When each collector's recent rollouts were staged: its rollouts per second show a slow link.
+        self.collector_arrivals: dict[str, deque[float]] = defaultdict(lambda: deque(maxlen=RATE_WINDOW))
         self.health: list = []  # callables returning an error message or None (e.g. dead collectors)
         self._collector_perf: dict = {}  # the newest rollout's timing statistics
         self._last_scalars: dict = {}
@@ -222,6 +229,8 @@ class Learner:
             self.episodes.add(meta.stats)
             self.per_collector[meta.collector] += 1
             self.collector_versions[meta.collector] = meta.policy_version
+            self.collector_lags[meta.collector] = self.progress.policy_version - meta.policy_version
+            self.collector_arrivals[meta.collector].append(time.monotonic())
             self.progress.total_env_steps += self.spec.env_steps
             self._collector_perf = meta.stats
             self.ring.release(slot)
@@ -273,9 +282,19 @@ class Learner:
             scalars[f"Collectors/{name}/rollouts"] = count
             scalars[f"Collectors/{name}/env_steps"] = count * self.spec.env_steps
             scalars[f"Collectors/{name}/policy_version"] = self.collector_versions[name]
+            scalars[f"Collectors/{name}/policy_lag"] = self.collector_lags[name]
+            scalars[f"Collectors/{name}/rollouts_per_s"] = self.collector_rate(name)
         self.metrics.log(p.iteration, scalars, p.total_env_steps)
         self.metrics.histogram("Learner/policy_lag", np.asarray(lags), p.iteration)
         self._last_scalars = scalars
+
+    def collector_rate(self, name: str) -> float:
+        """A collector's staged rollouts per second over its last RATE_WINDOW rollouts (0 if it went quiet)."""
+        times = self.collector_arrivals[name]
+        now = time.monotonic()
+        if len(times) < 2 or now - times[-1] > RATE_QUIET_S:
+            return 0.0
+        return (len(times) - 1) / max(times[-1] - times[0], 1e-9)
 
     def _maybe_checkpoint(self) -> None:
         it = self.progress.iteration

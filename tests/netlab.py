@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -69,6 +71,29 @@ class NetLab:
     def set_link(self, host: str, up: bool) -> None:
         """Cut `host` off the network (its interface down) or heal it: a partition, as a pulled cable."""
         self._in(self.hosts[host], "ip", "link", "set", f"{self.tag}{host}h", "up" if up else "down")
+
+    def drop(self, host: str, probability: float) -> None:
+        """Lose this share of the packets `host` receives and sends, at random (iptables' statistic match)."""
+        for chain in ("INPUT", "OUTPUT"):
+            self._in(self.hosts[host], "iptables", "-A", chain, "-m", "statistic", "--mode", "random",
+                     "--probability", str(probability), "-j", "DROP")
+
+    def rate_limit(self, host: str, mbit: float) -> None:
+        """Cap what `host` sends at `mbit` Mbit/s (a token bucket on its interface); the switch side caps what
+        it receives."""
+        host_if, switch_if = f"{self.tag}{host}h", f"{self.tag}{host}s"
+        for ns, dev in ((self.hosts[host], host_if), (self.switch, switch_if)):
+            self._in(ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
+                     "burst", "32kbit", "latency", "400ms")
+
+    def delay_proxy(self, host: str, ports: list[int], target: str, delay_ms: float, jitter_ms: float,
+                    log_path) -> None:
+        """On `host`, 127.0.0.1:PORT for each port forwards to target:PORT with delay_ms +- jitter_ms added to
+        every chunk each way (this kernel has no netem)."""
+        argv = [sys.executable, str(Path(__file__).with_name("delay_proxy.py")), "--target", target,
+                "--delay-ms", str(delay_ms), "--jitter-ms", str(jitter_ms), *map(str, ports)]
+        with open(log_path, "a") as log:
+            self.popen(host, argv, stdout=subprocess.DEVNULL, stderr=log)
 
     def popen(self, host: str, args: list[str], **kw) -> subprocess.Popen:
         """Start a process on `host` (ip netns exec replaces itself with the command: same pid)."""
