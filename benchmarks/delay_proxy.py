@@ -1,8 +1,9 @@
 """A TCP proxy that adds latency with jitter to every chunk, each way, keeping order (the lab's stand-in for netem).
 
-    python delay_proxy.py --target 10.231.0.1 --delay-ms 150 --jitter-ms 50 5555 5556
+    python -m benchmarks.delay_proxy --target 10.231.0.1 --delay-ms 150 --jitter-ms 50 5555 5556
 
-listens on 127.0.0.1:PORT for each PORT and forwards to target:PORT.  Runs until killed.
+listens on 127.0.0.1:PORT for each PORT and forwards to target:PORT.  SIGUSR1 switches the delay off
+and on again (--start-off: off until the first SIGUSR1).  Runs until killed.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
+import signal
 import socket
 import threading
 import time
 from collections import deque
+
+DELAY_ON = threading.Event()
 
 
 def pump(src: socket.socket, dst: socket.socket, delay_s: float, jitter_s: float) -> None:
@@ -27,8 +31,8 @@ def pump(src: socket.socket, dst: socket.socket, delay_s: float, jitter_s: float
         try:
             while data := src.recv(65536):
                 # In order: a chunk may not overtake the one before it, as on a real link.
-                release = max(release, time.monotonic() + max(0.0, random.uniform(delay_s - jitter_s,
-                                                                                  delay_s + jitter_s)))
+                delay = random.uniform(delay_s - jitter_s, delay_s + jitter_s) if DELAY_ON.is_set() else 0.0
+                release = max(release, time.monotonic() + max(0.0, delay))
                 with cond:
                     queue.append((release, data))
                     cond.notify()
@@ -82,8 +86,12 @@ def main() -> None:
     p.add_argument("--target", required=True)
     p.add_argument("--delay-ms", type=float, required=True)
     p.add_argument("--jitter-ms", type=float, default=0.0)
+    p.add_argument("--start-off", action="store_true", help="no delay until the first SIGUSR1")
     p.add_argument("ports", type=int, nargs="+")
     a = p.parse_args()
+    if not a.start_off:
+        DELAY_ON.set()
+    signal.signal(signal.SIGUSR1, lambda *_: DELAY_ON.clear() if DELAY_ON.is_set() else DELAY_ON.set())
     for port in a.ports:
         threading.Thread(target=serve, args=(port, a.target, a.delay_ms / 1e3, a.jitter_ms / 1e3), daemon=True).start()
     threading.Event().wait()
