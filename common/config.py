@@ -182,6 +182,12 @@ class TransportConfig(_Section):
     max_in_flight: int = Field(2, ge=1, le=64, description="Credits: rollouts a collector may have unacknowledged.")
     heartbeat_s: float = Field(1.0, gt=0, description="Heartbeat period, both directions.")
     peer_timeout_s: float = Field(10.0, gt=0, description="A peer silent this long is considered gone.")
+    max_peers: int = Field(
+        1024, ge=1, description="Learner: collectors it keeps track of at once; idle ones make room, else refused."
+    )
+    max_queued_per_peer: int = Field(
+        64, ge=1, description="Learner: messages queued per connection each way (HWM); keep above max_in_flight."
+    )
     collector_name: str = Field("", description="Collector name shown in metrics; empty = host-pid.")
     curve_dir: str = Field(
         "", description="CurveZMQ keys (appo-keys output or a mounted Secret); empty = open transport."

@@ -21,7 +21,8 @@ def learner_transport(cfg: AppoConfig, spec: RolloutSpec, num_weights: int, run_
     from common.transport.zmq_learner import LearnerZmq
 
     curve = server_keys(t.curve_dir) if t.curve_dir else None
-    return LearnerZmq(t.listen, spec, num_weights, t.max_in_flight, t.heartbeat_s, t.peer_timeout_s, curve)
+    return LearnerZmq(t.listen, spec, num_weights, t.max_in_flight, t.heartbeat_s, t.peer_timeout_s, curve,
+                      max_peers=t.max_peers, max_queued_per_peer=t.max_queued_per_peer)
 
 
 def collector_name(cfg: AppoConfig, collector_id: int) -> str:

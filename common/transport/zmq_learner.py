@@ -10,6 +10,10 @@ neither side ever queues more than that per collector and nothing goes stale in
 a socket buffer.  A collector that connects late gets the current weights in its
 welcome (the snapshot of the Clone pattern), before any rollout exists.
 
+Floods are bounded: at most `max_peers` collectors are known at once (a new one
+pushes out the stalest that never sent a rollout, else its hello is refused), and
+at most `max_queued_per_peer` messages wait per connection each way.
+
 `poll` and everything touching the ROUTER run on the receiver thread; only
 `publish_weights` (PUB) runs on the learner's thread.
 """
@@ -20,7 +24,7 @@ import contextlib
 import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +58,8 @@ class LearnerZmq:
     """The learner's end of the ZeroMQ transport (ROUTER for rollouts, PUB for weights); implements LearnerTransport."""
 
     def __init__(self, listen: str, spec: RolloutSpec, num_weights: int, max_in_flight: int,
-                 heartbeat_s: float, peer_timeout_s: float, curve: ServerKeys | None = None):
+                 heartbeat_s: float, peer_timeout_s: float, curve: ServerKeys | None = None,
+                 max_peers: int = 1024, max_queued_per_peer: int = 64):
         self.spec = spec
         self.num_weights = num_weights
         self.max_in_flight = max_in_flight
@@ -63,7 +68,10 @@ class LearnerZmq:
         self.session = random.getrandbits(62)
         self.refused: Counter[str] = Counter()
         self._log_refused = RateLimitedLog()
+        self.max_peers = max_peers
         self.peers: dict[bytes, Peer] = {}
+        # Peers that never sent a rollout, least recently heard first: the ones a new peer may push out.
+        self._idle: OrderedDict[bytes, Peer] = OrderedDict()
         self._next_id = 0
         self._last_beat = 0.0
         self._snapshot: tuple[int, list[bytes]] | None = None  # (version, frames) of the newest weights
@@ -80,7 +88,9 @@ class LearnerZmq:
             self._auth.configure_curve(domain="*", location=str(curve.authorized_dir))
         self.router = self._socket(zmq.ROUTER, curve)
         self.router.setsockopt(zmq.MAXMSGSIZE, spec.nbytes() + 1024 * 1024)
-        self.router.setsockopt(zmq.RCVHWM, 1000)
+        # Per connection: a peer that floods (or stops reading) is held back by TCP instead of by our memory.
+        self.router.setsockopt(zmq.RCVHWM, max_queued_per_peer)
+        self.router.setsockopt(zmq.SNDHWM, max_queued_per_peer)
         self.pub = self._socket(zmq.PUB, curve)
         self.pub.setsockopt(zmq.SNDHWM, 4)
         try:
@@ -140,14 +150,18 @@ class LearnerZmq:
         for identity, peer in list(self.peers.items()):
             if now - peer.last_seen > self.peer_timeout_s:
                 log.warning("collector silent, dropped", collector=peer.name, silent_s=round(now - peer.last_seen, 1))
-                del self.peers[identity]
+                self._drop(identity)
                 continue
             self._send(identity, beat)
 
-    def _send(self, identity: bytes, *frames) -> None:
+    def _send(self, identity: bytes, *frames, copy: bool = True) -> None:
         # Peer gone or its queue is full: it will time out and say hello again.
         with contextlib.suppress(zmq.ZMQError):
-            self.router.send_multipart([identity, *frames], zmq.NOBLOCK)
+            self.router.send_multipart([identity, *frames], zmq.NOBLOCK, copy=copy)
+
+    def _drop(self, identity: bytes) -> None:
+        self.peers.pop(identity, None)
+        self._idle.pop(identity, None)
 
     def _refuse(self, reason: str, identity: bytes | None, **kw) -> None:
         self.refused[reason] += 1
@@ -159,6 +173,8 @@ class LearnerZmq:
         peer = self.peers.get(identity)
         if peer:
             peer.last_seen = time.monotonic()
+            if identity in self._idle:
+                self._idle.move_to_end(identity)
         if len(body) == 1:
             self._control(identity, peer, body[0])
             return None
@@ -177,6 +193,7 @@ class LearnerZmq:
             self._credit(identity)
             return None
         peer.rollouts += 1
+        self._idle.pop(identity, None)  # it collects: no flood of new hellos may push it out
         # The frames own the memory the arrays view; keep them alive with the arrival.
         return Arrival(peer.name, msg.seq, msg.policy_version, msg.arrays, msg.stats,
                        lambda f=frames, i=identity: self._credit(i), lambda i=identity: self._send_weights(i))
@@ -191,7 +208,7 @@ class LearnerZmq:
         if peer is None or snapshot is None or snapshot[0] <= peer.sent_version:
             return
         peer.sent_version = snapshot[0]
-        self._send(identity, *snapshot[1])
+        self._send(identity, *snapshot[1], copy=False)  # every queued copy shares the snapshot's one buffer
 
     def _credit(self, identity: bytes) -> None:
         peer = self.peers.get(identity)
@@ -210,7 +227,7 @@ class LearnerZmq:
         if kind == "hello":
             self._hello(identity, msg)
         elif kind == "bye" and peer:
-            del self.peers[identity]
+            self._drop(identity)
         elif kind == "heartbeat" and peer is None:
             self._send(identity, encode_control("reset", {"session": self.session}))
 
@@ -224,18 +241,38 @@ class LearnerZmq:
             return
         peer = self.peers.get(identity)
         if peer is None:
+            if not self._make_room(identity, name):
+                return
             peer = Peer(self._next_id, name, identity, time.monotonic(), self.max_in_flight)
             self._next_id += 1
             self.peers[identity] = peer
+            self._idle[identity] = peer
             log.info("collector joined", collector=name, id=peer.id)
         peer.credits_out = self.max_in_flight
         self._send(identity, encode_control("welcome", {"session": self.session, "credits": self.max_in_flight}))
         peer.sent_version = -1
         self._send_weights(identity)
 
+    def _make_room(self, identity: bytes, name: str) -> bool:
+        """Whether a new peer fits under max_peers, after pushing out the stalest peer that never sent a rollout."""
+        if len(self.peers) < self.max_peers:
+            return True
+        if not self._idle:
+            # No reply: "refused" would make a collector exit and "reset" would make it retry at once; unanswered,
+            # it says hello again when its next heartbeat draws a reset, once per heartbeat period.
+            self._refuse("too_many_peers", identity, collector=name, max_peers=self.max_peers)
+            return False
+        stale, evicted = next(iter(self._idle.items()))
+        self._drop(stale)
+        # Counted as a refusal of the hello that admitted it; its next message draws a reset, as after a restart.
+        self._refuse("evicted_idle_peer", stale, collector=evicted.name, for_collector=name)
+        return True
+
     def collectors(self) -> dict[int, dict]:
+        """id -> {name, rollouts, last_seen_s}; last_seen_s (a metrics series) only after a rollout: hellos add none."""
         now = time.monotonic()
-        return {p.id: {"name": p.name, "rollouts": p.rollouts, "last_seen_s": now - p.last_seen}
+        return {p.id: {"name": p.name, "rollouts": p.rollouts,
+                       **({"last_seen_s": now - p.last_seen} if p.rollouts else {})}
                 for p in list(self.peers.values())}
 
     def close(self) -> None:
