@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -39,6 +38,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from benchmarks.netlab import NetLab, netns_available
+from benchmarks.soak import rss_mb
 
 FAULTS = ("loss", "rate", "delay", "partition", "learner_partition", "freeze", "flood", "kill_collector",
           "kill_learner")
@@ -66,14 +66,6 @@ def parse_metrics(text: str) -> dict[str, float]:
             except ValueError:
                 continue
     return out
-
-
-def rss_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return None
 
 
 class ChaosSoak:
