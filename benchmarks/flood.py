@@ -16,19 +16,27 @@ from common.rollout_spec import RolloutSpec
 from common.task_spec import task_spec
 from common.transport.wire import encode_control
 
+BATCH = 200  # fake identities connected at once
+
 
 def flood(learner: str, hellos: int, garbage: int, task: str, spec_hash: int) -> None:
     """Each hello from its own identity (a fresh DEALER) and with the learner's own spec, as a peer that knows
     the protocol would send it; then garbage frames from one more identity."""
     ctx = zmq.Context()
     try:
-        for i in range(hellos):
-            s = ctx.socket(zmq.DEALER)
-            s.setsockopt(zmq.LINGER, 1000)
-            s.setsockopt(zmq.ROUTING_ID, f"fake-{os.getpid()}-{i}".encode())
-            s.connect(learner)
-            s.send(encode_control("hello", {"name": f"fake-{i}", "task": task, "spec_hash": spec_hash}))
-            s.close()
+        for start in range(0, hellos, BATCH):
+            batch = []
+            for i in range(start, min(hellos, start + BATCH)):
+                s = ctx.socket(zmq.DEALER)
+                s.setsockopt(zmq.ROUTING_ID, f"fake-{os.getpid()}-{i}".encode())
+                s.connect(learner)
+                s.send(encode_control("hello", {"name": f"fake-{i}", "task": task, "spec_hash": spec_hash}))
+                batch.append(s)
+            # Each open socket holds a descriptor: a batch at a time, closed once the learner answered the last.
+            batch[-1].poll(2000)
+            for s in batch:
+                s.poll(100)
+                s.close(linger=0)
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 1000)
         s.connect(learner)
