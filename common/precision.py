@@ -6,8 +6,7 @@ bf16 pays where the matrix units multiply bfloat16 natively and the matmuls
 dominate the update: on CPUs with avx512_bf16 or AMX, where bf16 matmuls run much
 faster than fp32 ones (BENCHMARKS.md, section "Learner in bf16").  On a GPU
 at the Go2 preset's sizes the update is bound by kernel launches, and bf16's casts
-made it slower, so `auto` keeps float32 on GPUs (BENCHMARKS.md, section "On a GPU
-host: one H200").
+made it slower, so `auto` keeps float32 on GPUs (BENCHMARKS.md, the GPU host section).
 """
 
 from __future__ import annotations
