@@ -284,6 +284,8 @@ class Learner:
             scalars[f"Collectors/{name}/policy_version"] = self.collector_versions[name]
             scalars[f"Collectors/{name}/policy_lag"] = self.collector_lags[name]
             scalars[f"Collectors/{name}/rollouts_per_s"] = self.collector_rate(name)
+        for name, count in self.receiver.stale_by_collector().items():
+            scalars[f"Collectors/{name}/refused_stale"] = count
         self.metrics.log(p.iteration, scalars, p.total_env_steps)
         self.metrics.histogram("Learner/policy_lag", np.asarray(lags), p.iteration)
         self._last_scalars = scalars

@@ -44,6 +44,9 @@ class Receiver(threading.Thread):
         self.refused: Counter[str] = Counter()
         # Refused by the learner's thread when it took them from the ring (see refuse_stale).
         self.refused_at_staging: Counter[str] = Counter()
+        # Stale refusals per collector, from both threads: a link too slow to deliver within the bound shows here.
+        self._stale_by_collector: Counter[str] = Counter()
+        self._stale_lock = threading.Lock()
         self._log_refused = RateLimitedLog()
         self.received = 0
         self.error: BaseException | None = None
@@ -66,6 +69,7 @@ class Receiver(threading.Thread):
                 return
             if self.too_stale(arrival.policy_version):
                 self.refused["stale_policy"] += 1
+                self._count_stale(arrival.collector)
                 self._log_refused("stale_policy", collector=arrival.collector, lag=lag)
                 arrival.lagging()
                 return
@@ -100,7 +104,17 @@ class Receiver(threading.Thread):
     def refuse_stale(self, collector: str, policy_version: int) -> None:
         """Count a rollout the learner dropped at staging (called from the learner's thread only)."""
         self.refused_at_staging["stale_policy"] += 1
+        self._count_stale(collector)
         self._log_refused("stale_policy", collector=collector, lag=self.current_version() - policy_version)
+
+    def _count_stale(self, collector: str) -> None:
+        with self._stale_lock:
+            self._stale_by_collector[collector] += 1
+
+    def stale_by_collector(self) -> dict[str, int]:
+        """How many of each collector's rollouts were refused as stale, at arrival or at staging."""
+        with self._stale_lock:
+            return dict(self._stale_by_collector)
 
     def refused_counts(self) -> dict[str, int]:
         out = dict(self.refused)

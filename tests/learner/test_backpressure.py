@@ -71,7 +71,8 @@ def test_overwrite_drains_everything_and_reports_the_waste(tmp_path):
 
 
 def test_rollouts_that_went_stale_in_the_ring_are_refused_at_staging(tmp_path):
-    """A rollout admitted in time but past max_policy_lag when taken from the ring is dropped and counted."""
+    """A rollout admitted in time but past max_policy_lag when taken from the ring is dropped and counted, against
+    its collector too."""
     learner, transport = _learner(tmp_path, "wait")
     try:
         learner.receiver.max_policy_lag = 3
@@ -80,6 +81,8 @@ def test_rollouts_that_went_stale_in_the_ring_are_refused_at_staging(tmp_path):
         _fill_ring(learner, 1, seq0=2)  # made with version 4
         assert learner._lap()
         assert learner.receiver.refused_counts() == {"stale_policy": 2}
+        assert learner.receiver.stale_by_collector() == {"c0": 2}
+        assert learner._last_scalars["Collectors/c0/refused_stale"] == 2
         assert learner.progress.total_env_steps == learner.spec.env_steps  # only the fresh one was staged
         assert learner.ring.occupancy() == 0
     finally:

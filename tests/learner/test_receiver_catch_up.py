@@ -99,6 +99,7 @@ def test_the_receiver_refusing_a_stale_rollout_sends_its_collector_current_weigh
             for arrival in learner.poll(0.05):
                 receiver._ingest(arrival)
         assert receiver.refused["stale_policy"] == 1 and ring.occupancy() == 0
+        assert receiver.stale_by_collector() == {"c": 1}
         assert dealer.weights_versions(learner, 5.0, until=20) == [20]
     finally:
         dealer.close()
