@@ -3,12 +3,14 @@
     appo-bench                                         # go2_joystick_flat at its preset's sizes
     appo-bench --task half_cheetah --num-envs 2048 --json bench.json
     appo-bench --only physics,learner --seconds 5      # a subset
+    appo-bench --only physics --collector-inference torch,numpy   # the collector with each inference backend
 
 Each part runs as its own process (own threads, own GIL), one after the other:
   physics    threaded MuJoCo stepping, no policy, with random actions drawn each step from the
              initial policy's spread (the ceiling), with one held uniform array, and fed the
              actions the collector's policy sampled (the collector's own physics)  (python -m benchmarks.physics)
-  collector  the real rollout loop: inference + recording, no learner (same process as physics, interleaved)
+  collector  the real rollout loop: inference + recording, no learner (same process as physics, interleaved);
+             --collector-inference torch,numpy measures it with each backend in the same rounds
   learner    process + update on synthetic rollouts, ours against a
              straightforward reference loop, with per-phase times       (python -m benchmarks.update)
   ingest     rollouts/s into the ring through each transport           (python -m benchmarks.ingest)
@@ -30,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.physics import inference_list
 from common.cli import at_least, duration
 from common.config import load_config
 from common.cores import usable_cores
@@ -46,11 +49,13 @@ def _run_json(args: list[str], out: Path, timeout: float) -> dict:
     return json.loads(out.read_text())
 
 
-def bench_physics(task: str, num_envs: int, seconds: float, tmp: Path) -> dict:
+def bench_physics(task: str, num_envs: int, seconds: float, tmp: Path, inference: tuple[str, ...] = ()) -> dict:
     # The physics cost per step depends on the actions (benchmarks.physics's docstring), so the
     # held-action and the collector's-own-actions ceilings are measured beside the random one.
+    extra = ["--collector-inference", ",".join(inference)] if inference else []
     return _run_json(["benchmarks.physics", "--task", task, "--num-envs", str(num_envs), "--replay-ceiling",
-                      "--held-ceiling", "--seconds", str(seconds)], tmp / "physics.json", timeout=60 + 16 * seconds)
+                      "--held-ceiling", "--seconds", str(seconds), *extra], tmp / "physics.json",
+                     timeout=60 + (12 + 4 * max(1, len(inference))) * seconds)
 
 
 def bench_learner(task: str, num_envs: int, steps: int, seconds: float, tmp: Path) -> dict:
@@ -128,6 +133,8 @@ def ratios(res: dict) -> dict:
             out["collector / held-action ceiling"] = phys["held_ratio"]
         if "replay_ratio" in phys:
             out["collector / replay ceiling (its own actions)"] = phys["replay_ratio"]
+        for name, fig in _other_inference(phys):
+            out[f"collector ({name} inference) / physics ceiling"] = fig["ratio"]
     if learn:
         out[f"learner ours ({learn.get('precision', 'fp32')}) / reference loop"] = learn["ratio"]
         if "fp32_ratio" in learn:
@@ -144,13 +151,24 @@ def ratios(res: dict) -> dict:
     return out
 
 
+def _other_inference(phys: dict) -> list[tuple[str, dict]]:
+    """The physics part's collector figures with inference backends other than the main one."""
+    return [(name, fig) for name, fig in phys.get("by_inference", {}).items()
+            if name != phys.get("collector_inference")]
+
+
 def print_table(res: dict) -> None:
     rows: list[tuple[str, str]] = []
     phys, learn, ingest, e2e = (res.get(k) for k in PARTS)
     if phys:
         rows += [("physics ceiling", f"{phys['physics_ceiling_steps_per_s']:,.0f} env-steps/s  (random actions, "
                                      f"std {phys.get('random_action_std', '?')})"),
-                 ("collector alone", f"{phys['collector_steps_per_s']:,.0f} env-steps/s")]
+                 ("collector alone", f"{phys['collector_steps_per_s']:,.0f} env-steps/s"
+                                     + (f"  ({phys['collector_inference']} inference)"
+                                        if "collector_inference" in phys else ""))]
+        rows += [(f"collector alone, {name} inference", f"{fig['collector_steps_per_s']:,.0f} env-steps/s  "
+                                                        f"(inference {fig['collector_infer_ms_per_step']:.1f} ms "
+                                                        f"per step)") for name, fig in _other_inference(phys)]
         if "held_ceiling_steps_per_s" in phys:
             rows.append(("physics, held random actions", f"{phys['held_ceiling_steps_per_s']:,.0f} env-steps/s"))
         if "replay_ceiling_steps_per_s" in phys:
@@ -193,6 +211,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--iterations", type=at_least(2), default=30, help="learner iterations of the end-to-end run")
     p.add_argument("--collectors", type=at_least(1), default=1, help="local collectors of the end-to-end run")
     p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument("--collector-inference", type=inference_list, default=(),
+                   help="physics part: collector inference backends to measure, e.g. torch,numpy (default: the "
+                        "config's training.collector_inference)")
     p.add_argument("--json", help="write every figure here")
     args = p.parse_args(argv)
     unknown = set(args.only.split(",")) - set(PARTS)
@@ -214,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="appo-bench-") as tmp_name:
         tmp = Path(tmp_name)
         if "physics" in parts:
-            res["physics"] = bench_physics(args.task, num_envs, args.seconds, tmp)
+            res["physics"] = bench_physics(args.task, num_envs, args.seconds, tmp, args.collector_inference)
         if "learner" in parts:
             res["learner"] = bench_learner(args.task, num_envs, steps, args.seconds, tmp)
         if "ingest" in parts:

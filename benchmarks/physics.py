@@ -6,7 +6,9 @@ ceiling:   env.step of one batch of N envs (threaded physics + vectorised obs/re
            with random actions drawn afresh each step from the initial policy's distribution,
            N(0, init_noise_std^2) per action dim (arrays drawn before the clock starts)
 collector: the real rollout loop on the collector's env (make_collector_env: two double-buffered
-           groups from 256 envs on) with policy inference, recording and timeout bootstrap, no learner
+           groups from 256 envs on) with policy inference, recording and timeout bootstrap, no learner;
+           with --collector-inference torch,numpy one collector per inference backend, each measured
+           every round (the first backend's figures are the main ones), all with the same weights
 held:      (--held-ceiling) the ceiling's env.step with one uniform [-1, 1] action array per round, held
 replay:    (--replay-ceiling) the ceiling's env.step fed the actions the collector's policy sampled in
            its last rollout, cycled: the collector's own physics workload without the policy.
@@ -28,14 +30,16 @@ import json
 import platform
 import threading
 import time
+from typing import get_args
 
 import numpy as np
-import torch
 
 from common.cli import at_least, duration
-from common.config import load_config
+from common.config import TrainingConfig, load_config
 from common.cores import collector_mujoco_threads, usable_cores
 from common.rollout_spec import allocate
+
+INFERENCE_CHOICES = get_args(TrainingConfig.model_fields["collector_inference"].annotation)  # auto, torch, numpy
 
 
 def measure_physics(env, seconds: float, actions: list[np.ndarray]) -> float:
@@ -95,36 +99,64 @@ def paired_ratio(ours: list[float], ceiling: list[float]) -> float:
     return float(np.median(round_ratios(ours, ceiling)))
 
 
+def make_collectors(cfg, env, inference: tuple[str, ...]) -> dict:
+    """One hand-driven Collector on `env` per inference backend (the config's when `inference` is empty), by the
+    backend's name, all loaded with the same weights: one initial actor-critic, as the learner publishes it."""
+    import torch  # here, not at the top: appo-bench imports this module for its arguments only
+
+    from collector.inference import limit_inference_threads
+    from collector.rollout import Collector
+    from common.policy import ActorCritic, flat_weights
+
+    torch.manual_seed(0)
+    flat = flat_weights(ActorCritic.from_config(cfg, env.spec))
+    collectors = {}
+    for choice in inference or (cfg.training.collector_inference,):
+        c = Collector(cfg.model_copy(update={"training": cfg.training.model_copy(
+            update={"collector_inference": choice})}), env, channel=None, stop_event=threading.Event())
+        c.inference.load(flat)
+        # As appo-collector: inference on the main thread, one thread, the MuJoCo threads get the cores.
+        limit_inference_threads(c.inference.name)
+        collectors[c.inference.name] = c
+    return collectors
+
+
 def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 3,
-        replay_ceiling: bool = False, held_ceiling: bool = False, collector_threads: int = 0) -> dict:
+        replay_ceiling: bool = False, held_ceiling: bool = False, collector_threads: int = 0,
+        inference: tuple[str, ...] = ()) -> dict:
     """Interleaved ceiling/collector(/held/replay) rounds in this process; the figures as a JSON-ready dict.
 
     `threads` cores (0: all usable): the ceiling steps on all of them, the collector on as many MuJoCo
     threads as appo-collector takes from them (`collector_mujoco_threads`; `collector_threads` if given),
-    its main thread on the rest.
+    its main thread on the rest.  `inference`: the collectors' backends (training.collector_inference values),
+    each measured every round; the main collector figures are the first one's (default: the config's).
     """
     from collector.envs import make_collector_env, make_env
-    from collector.rollout import Collector
 
     cfg = load_config(extra={"task": task, "algo": {"num_envs": num_envs}})
     threads = threads or usable_cores()
     collector_threads = collector_threads or collector_mujoco_threads(threads)
-    torch.set_num_threads(1)  # as appo-collector: inference on the main thread, MuJoCo threads get the cores
     env = make_env(task, num_envs, threads, seed=0)
     collector_env = make_collector_env(task, num_envs, collector_threads, seed=0)
-    collector = Collector(cfg, collector_env, channel=None, stop_event=threading.Event())
+    collectors = make_collectors(cfg, collector_env, inference)
+    main_name, collector = next(iter(collectors.items()))
     rng = np.random.default_rng(0)
     random_actions = random_policy_actions(env, cfg.algo.policy.init_noise_std, cfg.algo.steps_per_env, rng)
-    out = allocate(collector.spec)
+    outs = {name: allocate(c.spec) for name, c in collectors.items()}
+    out = outs[main_name]
     figures: dict[str, list[float]] = {"physics_ceiling_steps_per_s": [], "collector_steps_per_s": []}
-    phases = []
+    by_inference: dict[str, dict[str, list]] = {name: {"rates": [], "phases": []} for name in collectors}
     try:
         # Interleaved rounds so all see the same machine load.
-        for _ in range(rounds):
+        names = list(collectors)
+        for r in range(rounds):
             figures["physics_ceiling_steps_per_s"].append(measure_physics(env, seconds, random_actions))
-            rate, phase = measure_collector(collector, seconds, out)
-            figures["collector_steps_per_s"].append(rate)
-            phases.append(phase)
+            # Backends take turns at going first, so none is always the furthest from its round's ceiling.
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                rate, phase = measure_collector(collectors[name], seconds, outs[name])
+                by_inference[name]["rates"].append(rate)
+                by_inference[name]["phases"].append(phase)
+            figures["collector_steps_per_s"].append(by_inference[main_name]["rates"][-1])
             if held_ceiling:
                 figures.setdefault("held_ceiling_steps_per_s", []).append(
                     measure_physics(env, seconds, held_actions(env, rng)))
@@ -135,6 +167,8 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
         env.close()
         collector_env.close()
     median = {k: float(np.median(v)) for k, v in figures.items()}
+    ceiling = figures["physics_ceiling_steps_per_s"]
+    phases = by_inference[main_name]["phases"]
     ours = median["collector_steps_per_s"]
     extra = {}
     for name in ("held", "replay"):
@@ -160,11 +194,30 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
         "collector_infer_ms_per_step": float(np.median([p["infer_ms"] for p in phases])),
         "collector_env_ms_per_step": float(np.median([p["step_ms"] for p in phases])),
         "ceiling_ms_per_step": float(num_envs / median["physics_ceiling_steps_per_s"] * 1e3),
+        "collector_inference": main_name,
+        # Every backend measured (the main one included), each paired with the same rounds' ceilings.
+        "by_inference": {name: {
+            "collector_steps_per_s": float(np.median(f["rates"])),
+            "ratio": paired_ratio(f["rates"], ceiling),
+            "round_ratios": round_ratios(f["rates"], ceiling),
+            "collector_infer_ms_per_step": float(np.median([p["infer_ms"] for p in f["phases"]])),
+            "collector_env_ms_per_step": float(np.median([p["step_ms"] for p in f["phases"]])),
+        } for name, f in by_inference.items()},
         **extra,
         "rounds": figures,
         "machine": f"{platform.machine()}, {usable_cores()} cores, {platform.processor() or platform.platform()}",
         "date": time.strftime("%Y-%m-%d"),
     }
+
+
+def inference_list(text: str) -> tuple[str, ...]:
+    """argparse type: comma-separated training.collector_inference values, e.g. torch,numpy."""
+    names = tuple(n for n in text.split(",") if n)
+    bad = [n for n in names if n not in INFERENCE_CHOICES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {','.join(INFERENCE_CHOICES)}, "
+                                         f"got {text!r}")
+    return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,11 +235,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="also measure env.step replaying the collector's sampled actions (see above)")
     p.add_argument("--held-ceiling", action="store_true",
                    help="also measure env.step with one uniform random action array held (see above)")
+    p.add_argument("--collector-inference", type=inference_list, default=(),
+                   help="comma-separated collector inference backends to measure, each every round, e.g. "
+                        "torch,numpy (default: training.collector_inference of the config, auto)")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_intermixed_args(argv)
 
     result = run(args.task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling,
-                 args.held_ceiling, args.collector_threads)
+                 args.held_ceiling, args.collector_threads, args.collector_inference)
     print(f"task {args.task}  envs {args.num_envs}  mujoco threads: ceiling {result['mujoco_threads']}, "
           f"collector {result['collector_mujoco_threads']}  collector groups {result['collector_groups']}")
     print(f"physics ceiling : {result['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
@@ -195,7 +251,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(main thread per step: inference {result['collector_infer_ms_per_step']:.1f} ms, "
           f"env {result['collector_env_ms_per_step']:.1f} ms)")
     per_round = ", ".join(f"{r:.3f}" for r in result["round_ratios"])
-    print(f"ratio           : {result['ratio']:12.3f}  (median of the rounds' ratios: {per_round})")
+    print(f"ratio           : {result['ratio']:12.3f}  (median of the rounds' ratios: {per_round})  "
+          f"inference {result['collector_inference']}")
+    for name, fig in list(result["by_inference"].items())[1:]:
+        per_round = ", ".join(f"{r:.3f}" for r in fig["round_ratios"])
+        print(f"collector {name:<6}: {fig['collector_steps_per_s']:12,.0f} env-steps/s  "
+              f"(main thread per step: inference {fig['collector_infer_ms_per_step']:.1f} ms, "
+              f"env {fig['collector_env_ms_per_step']:.1f} ms)  ratio {fig['ratio']:.3f} ({per_round})")
     if args.held_ceiling:
         print(f"held ceiling    : {result['held_ceiling_steps_per_s']:12,.0f} env-steps/s  "
               f"(collector / held {result['held_ratio']:.3f})")

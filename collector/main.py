@@ -2,6 +2,9 @@
 
 Same host as the learner:  appo-collector --task T --shm-dir /dev/shm/appo-...
 Another host:              appo-collector --task T --learner tcp://HOST:5555
+
+Needs no torch: without it (or with training.collector_inference=numpy) the policy
+runs in NumPy, and nothing this process imports pulls torch in.
 """
 
 from __future__ import annotations
@@ -10,12 +13,10 @@ import argparse
 import sys
 import threading
 
-import torch
-
+from collector.inference import InferenceUnavailable, limit_inference_threads, resolve_backend
 from common.cli import add_config_args, config_from_args, install_stop_handlers
 from common.cores import split_cores, usable_cores
 from common.logging import get_logger, setup_logging
-from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
 from common.task_plugins import resolve_task_spec
 from common.task_spec import UnknownTaskError
@@ -23,6 +24,7 @@ from common.transport.curve import CurveError
 from common.transport.factory import collector_transport
 from common.transport.interface import TransportError
 from common.transport.shm import claim_collector_id
+from common.weight_layout import layout_for
 
 log = get_logger("collector")
 
@@ -73,10 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        backend = resolve_backend(cfg.training.collector_inference, cfg.training.collector_device)
+    except InferenceUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     threads = cfg.training.collector_threads or split_cores(usable_cores(), 1)[1]
     # Inference runs on this thread, mostly while the physics of the other env group runs on
-    # the MuJoCo threads (make_collector_env shares `threads` between the groups): one torch thread.
-    torch.set_num_threads(1)
+    # the MuJoCo threads (make_collector_env shares `threads` between the groups): one inference thread.
+    limit_inference_threads(backend)
 
     from collector.envs import make_collector_env  # MuJoCo import after argument errors are reported
     from collector.rollout import Collector
@@ -85,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     install_stop_handlers(stop)
     spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
-    num_weights = flat_weights_size(ActorCritic.from_config(cfg, task))
+    num_weights = layout_for(cfg, task).size
     try:
         if args.collector_id == "auto":
             # The lock fd stays open for the process's life: the id is ours until we exit.
@@ -96,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     seed = cfg.algo.seed + 1000 * (args.collector_id + 1)
     env = make_collector_env(cfg.task, cfg.algo.num_envs, threads, seed)
-    torch.manual_seed(seed)
-    log.info("collector started", task=cfg.task, num_envs=cfg.algo.num_envs, threads=threads, id=args.collector_id)
+    log.info("collector started", task=cfg.task, num_envs=cfg.algo.num_envs, threads=threads, id=args.collector_id,
+             inference=backend)
     collector = Collector(cfg, env, channel, stop, seed)
     status = None
     try:

@@ -10,15 +10,12 @@ import threading
 import time
 
 import numpy as np
-import torch
 
-from collector.actor_snapshot import ActorSnapshot
 from collector.envs.batched import EnvGroups, StepResult
 from collector.envs.interface import VectorEnv
+from collector.inference import make_inference
 from common.config import AppoConfig
 from common.logging import get_logger
-from common.policy import ActorCritic, load_flat_weights
-from common.precision import HIDDEN_DTYPES, resolve_precision
 from common.rollout_spec import RolloutSpec
 from common.status_server import Heartbeat
 from common.transport.interface import CollectorTransport
@@ -105,7 +102,8 @@ class Collector:
                  stop_event: threading.Event, seed: int = 0, overlap: bool = True):
         """channel: None for a collector driven by hand (fill_rollout only: benchmarks, tests).
 
-        overlap: step an EnvGroups env double-buffered (see fill_rollout); False steps one group at a time."""
+        overlap: step an EnvGroups env double-buffered (see fill_rollout); False steps one group at a time.
+        seed: seeds the action noise of the inference backend (training.collector_inference, collector/inference.py)."""
         self.cfg = cfg
         self.env = env
         self.groups = env_groups(env, overlap)
@@ -114,11 +112,7 @@ class Collector:
         self.channel = channel
         self.stop_event = stop_event
         self.spec = RolloutSpec.for_task(env.spec, env.num_envs, cfg.algo.steps_per_env)
-        self.device = torch.device(cfg.training.collector_device)
-        self.policy = ActorCritic.from_config(cfg, env.spec).to(self.device).eval()
-        # Inference is most of the main thread's work per step (bf16 cuts it on a native-bf16 CPU).
-        self.hidden_dtype = HIDDEN_DTYPES[resolve_precision(cfg.training.precision, self.device)]
-        self.actor = ActorSnapshot(self.policy, self.hidden_dtype)
+        self.inference = make_inference(cfg, env.spec, seed)
         self.version = -1
         self.seq = 0
         self.gamma = cfg.algo.algorithm.gamma
@@ -134,10 +128,9 @@ class Collector:
             return False
         first = self.version < 0
         self.version, flat = got
-        load_flat_weights(self.policy, flat)
-        self.actor.refresh()
+        self.inference.load(flat)
         if first:
-            log.info("received weights", version=self.version)
+            log.info("received weights", version=self.version, inference=self.inference.name)
         return True
 
     def _should_stop(self) -> bool:
@@ -195,11 +188,10 @@ class Collector:
         """Deterministic mode: a rollout's data depends only on (seed, policy version) and the weights,
         so a resumed run reproduces a straight one exactly."""
         self.env.rng = np.random.default_rng([self.seed, version])
-        torch.manual_seed(self.seed * 1_000_003 + version)
+        self.inference.seed(self.seed * 1_000_003 + version)
         self.episodes = EpisodeTracker(self.env.num_envs, self.env.spec.reward_terms)
         return self.env.reset()
 
-    @torch.no_grad()
     def fill_rollout(self, out: dict[str, np.ndarray], obs: np.ndarray, critic: np.ndarray):
         """Step T times from (obs, critic), writing every rollout field into `out`.
 
@@ -229,14 +221,13 @@ class Collector:
     def _act(self, g: EnvGroup, out: dict[str, np.ndarray], t: int, obs: np.ndarray, critic: np.ndarray) -> None:
         """Record group g's (obs, critic) at step t, sample its actions, and start its physics step."""
         t0 = time.perf_counter()
-        actions, log_probs = self.actor.sample(torch.from_numpy(obs).to(self.device))
-        actions_np = actions.cpu().numpy()
+        actions, log_probs = self.inference.sample(obs)
         out["obs"][g.rows, t] = obs
         out["critic"][g.rows, t] = critic
-        out["actions"][g.rows, t] = actions_np
-        out["log_probs"][g.rows, t] = log_probs.cpu().numpy()
+        out["actions"][g.rows, t] = actions
+        out["log_probs"][g.rows, t] = log_probs
         t1 = time.perf_counter()
-        g.start(actions_np)
+        g.start(actions)  # consumed before it returns: the next sample may reuse the buffer
         self._infer_s += t1 - t0
         self._step_s += time.perf_counter() - t1
 
@@ -250,7 +241,7 @@ class Collector:
         if res.truncated.any():
             # Time-limit ends are not failures: bootstrap with the value of the final state.
             idx = np.flatnonzero(res.truncated)
-            final_v = self.policy.value(torch.from_numpy(res.final_critic[idx]).to(self.device)).cpu().numpy()
+            final_v = self.inference.value(res.final_critic[idx])
             rewards[idx] += self.gamma * final_v
         done = np.logical_or(res.terminated, res.truncated, out=self._done[g.rows])
         out["dones"][g.rows, t] = done

@@ -139,6 +139,13 @@ class TrainingConfig(_Section):
         "(BENCHMARKS.md, section 'Learner in bf16'). "
         "Measure with python -m benchmarks.update --precision bf16.",
     )
+    collector_inference: Literal["auto", "torch", "numpy"] = Field(
+        "auto",
+        description="How collectors run the policy. torch: ActorCritic on training.collector_device, in the "
+        "hidden-layer precision of training.precision; numpy: float32 NumPy on the CPU from the published flat "
+        "weights, with no torch installed or imported (the collector image can leave torch out); auto: torch "
+        "when it can be imported, else numpy. Compare both with appo-bench --collector-inference torch,numpy.",
+    )
     collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
     console: bool = Field(True, description="Print the live console line each iteration.")
     max_policy_lag: int = Field(20, ge=0, description="Refuse rollouts whose policy is more versions behind than this.")

@@ -3,7 +3,9 @@
 Weights travel as one flat float32 vector (`flat_weights` / `load_flat_weights`)
 holding every parameter and the observation-normalizer statistics, in
 state_dict order, so a collector rebuilt from the same config reads them
-without any per-tensor framing.
+without any per-tensor framing.  common/weight_layout.py states that order
+without torch (for collectors that infer with NumPy); `ActorCritic` checks
+that it agrees.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from torch.distributions import Normal
 
 from common.config import AppoConfig, PolicyConfig
 from common.task_spec import TaskSpec
+from common.weight_layout import NORMALIZER_CLIP, NORMALIZER_EPS, weight_layout
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "selu": nn.SELU, "leaky_relu": nn.LeakyReLU}
@@ -64,7 +67,7 @@ def gaussian_log_prob(mu: torch.Tensor, log_std: torch.Tensor, actions: torch.Te
 class EmpiricalNormalizer(nn.Module):
     """Running mean/variance of observations (parallel Welford); identity until enabled."""
 
-    def __init__(self, dim: int, enabled: bool, eps: float = 1e-8, clip: float = 10.0):
+    def __init__(self, dim: int, enabled: bool, eps: float = NORMALIZER_EPS, clip: float = NORMALIZER_CLIP):
         super().__init__()
         self.enabled = enabled
         self.eps = eps
@@ -108,6 +111,10 @@ class ActorCritic(nn.Module):
         self.actor = mlp(obs_dim, cfg.actor_hidden_dims, act_dim, cfg.activation)
         self.critic = mlp(critic_dim, cfg.critic_hidden_dims, 1, cfg.activation)
         self.log_std = nn.Parameter(torch.full((act_dim,), float(np.log(cfg.init_noise_std))))
+        # A torch-free collector reads the flat weights by the layout: it must be this state_dict's.
+        layout = weight_layout(obs_dim, critic_dim, act_dim, cfg).entries
+        if tuple((k, tuple(t.shape)) for k, t in self.state_dict().items()) != layout:
+            raise AssertionError("ActorCritic's state_dict disagrees with common/weight_layout.py")
 
     @classmethod
     def from_config(cls, cfg: AppoConfig, task: TaskSpec) -> ActorCritic:

@@ -89,7 +89,7 @@ def test_collector_samples_the_weights_it_received(tmp_path):
     """Weights published over shared memory reach the collector's sampling, not only its policy module."""
     env = make_env("half_cheetah", 4, 1, seed=0)
     cfg = load_config(extra={"task": "half_cheetah", "algo": {"num_envs": 4, "steps_per_env": 3},
-                             "training": {"precision": "fp32"}}, environ={})
+                             "training": {"precision": "fp32", "collector_inference": "torch"}}, environ={})
     spec = RolloutSpec.for_task(env.spec, 4, 3)
     size = flat_weights_size(ActorCritic.from_config(cfg, env.spec))
     learner_side = LearnerShm(tmp_path, "run", spec, num_weights=size)
@@ -105,7 +105,7 @@ def test_collector_samples_the_weights_it_received(tmp_path):
         obs = torch.from_numpy(env.reset()[0])
         with torch.no_grad():
             expected = _seeded(lambda: published.act(obs))[0]
-        torch.testing.assert_close(_seeded(lambda: c.actor.sample(obs))[0], expected, rtol=0, atol=1e-5)
+        torch.testing.assert_close(_seeded(lambda: c.inference.actor.sample(obs))[0], expected, rtol=0, atol=1e-5)
     finally:
         channel.close()
         learner_side.close()

@@ -1,4 +1,5 @@
-"""The collector's rollout loop on real MuJoCo envs: the double-buffered groups against one-at-a-time stepping."""
+"""The collector's rollout loop on real MuJoCo envs: the double-buffered groups against one-at-a-time stepping,
+with either inference backend."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from collector.envs.batched import BatchedEnv
 from collector.envs.go2.task import Go2JoystickFlat
 from collector.envs.gym_tasks import HalfCheetah
 from collector.rollout import Collector
-from common.config import load_config
+from common.config import AppoConfig, load_config
+from common.policy import ActorCritic, flat_weights
 from common.rollout_spec import allocate
 
 T = 6
@@ -24,20 +26,23 @@ def _groups(cls: type[BatchedEnv], n: int, groups: int, seed: int, max_steps: in
                            n, groups, 2, seed)
 
 
-def _collector(env, overlap: bool = True, weights_from: Collector | None = None, precision: str = "auto") -> Collector:
-    cfg = load_config(extra={"task": env.spec.name, "algo": {"num_envs": env.num_envs, "steps_per_env": T},
-                             "training": {"precision": precision}}, environ={})
+def _published(cfg: AppoConfig, env) -> ActorCritic:
+    """The actor-critic whose flat weights every test collector loads (the same for a given config)."""
     torch.manual_seed(0)
+    return ActorCritic.from_config(cfg, env.spec)
+
+
+def _collector(env, overlap: bool = True, precision: str = "auto", inference: str = "torch") -> Collector:
+    cfg = load_config(extra={"task": env.spec.name, "algo": {"num_envs": env.num_envs, "steps_per_env": T},
+                             "training": {"precision": precision, "collector_inference": inference}}, environ={})
     c = Collector(cfg, env, channel=None, stop_event=threading.Event(), overlap=overlap)
-    if weights_from is not None:
-        c.policy.load_state_dict(weights_from.policy.state_dict())
-        c.actor.refresh()
+    c.inference.load(flat_weights(_published(cfg, env)))
     return c
 
 
-def _rollouts(c: Collector, count: int, torch_seed: int = 3) -> tuple[list[dict[str, np.ndarray]], list[dict]]:
+def _rollouts(c: Collector, count: int, seed: int = 3) -> tuple[list[dict[str, np.ndarray]], list[dict]]:
     """`count` consecutive rollouts from a fresh reset, and the episode summaries after each."""
-    torch.manual_seed(torch_seed)
+    c.inference.seed(seed)
     obs, critic = c.env.reset()
     outs, stats = [], []
     for _ in range(count):
@@ -55,12 +60,13 @@ def _assert_same(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]])
             np.testing.assert_array_equal(x[k], y[k], err_msg=k)
 
 
-@pytest.mark.parametrize("cls", [Go2JoystickFlat, HalfCheetah])
-def test_overlapped_groups_give_the_rollouts_of_one_at_a_time_stepping(cls):
+@pytest.mark.parametrize("cls,inference", [(Go2JoystickFlat, "torch"), (HalfCheetah, "torch"),
+                                           (Go2JoystickFlat, "numpy")])
+def test_overlapped_groups_give_the_rollouts_of_one_at_a_time_stepping(cls, inference):
     """With fixed seed and weights, the double-buffered loop writes bit-identical rollouts and episode stats."""
     envs = [_groups(cls, 12, 2, seed=7, max_steps=4) for _ in range(2)]
-    overlapped = _collector(envs[0], overlap=True)
-    plain = _collector(envs[1], overlap=False, weights_from=overlapped)
+    overlapped = _collector(envs[0], overlap=True, inference=inference)
+    plain = _collector(envs[1], overlap=False, inference=inference)
     assert all(g.overlap for g in overlapped.groups) and not any(g.overlap for g in plain.groups)
     a, stats_a = _rollouts(overlapped, 3)
     b, stats_b = _rollouts(plain, 3)
@@ -77,7 +83,7 @@ def test_one_group_is_the_plain_env():
     env = HalfCheetah(8, 2, 0, max_episode_steps=5)
     env.rng = np.random.default_rng(2).spawn(1)[0]
     a_col = _collector(grouped)
-    b_col = _collector(env, weights_from=a_col)
+    b_col = _collector(env)
     assert a_col.groups[0].overlap and not b_col.groups[0].overlap
     a, _ = _rollouts(a_col, 2)
     b, _ = _rollouts(b_col, 2)
@@ -86,22 +92,25 @@ def test_one_group_is_the_plain_env():
     _assert_same(a, b)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_grouped_rollout_is_complete_and_consistent(precision):
-    """Every row of every field is written; log-probs are the policy's; time limits end every episode together."""
+@pytest.mark.parametrize("precision,inference", [("fp32", "torch"), ("bf16", "torch"), ("bf16", "numpy")])
+def test_grouped_rollout_is_complete_and_consistent(precision, inference):
+    """Every row of every field is written; log-probs are the policy's; time limits end every episode together.
+
+    NumPy inference is float32 whatever the precision."""
     env = _groups(HalfCheetah, 10, 2, seed=1, max_steps=4)  # half_cheetah never terminates
-    c = _collector(env, precision=precision)
+    c = _collector(env, precision=precision, inference=inference)
     (out,), _ = _rollouts(c, 1)
     env.close()
     for k, v in out.items():
         assert np.isfinite(v).all(), k  # allocate() poisons with NaN
+    policy = _published(c.cfg, env)
     obs = torch.from_numpy(out["obs"].reshape(-1, c.spec.obs_dim))
     actions = torch.from_numpy(out["actions"].reshape(-1, c.spec.act_dim))
     with torch.no_grad():
-        fp32 = c.policy.distribution(obs).log_prob(actions).sum(-1).reshape(c.spec.num_envs, T)
-        mu = c.policy.actor_mean(c.policy.obs_normalizer(obs), torch.bfloat16)
-        bf16 = torch.distributions.Normal(mu, c.policy.log_std.exp()).log_prob(actions).sum(-1)
-    if precision == "fp32":
+        fp32 = policy.distribution(obs).log_prob(actions).sum(-1).reshape(c.spec.num_envs, T)
+        mu = policy.actor_mean(policy.obs_normalizer(obs), torch.bfloat16)
+        bf16 = torch.distributions.Normal(mu, policy.log_std.exp()).log_prob(actions).sum(-1)
+    if precision == "fp32" or inference == "numpy":
         np.testing.assert_allclose(out["log_probs"], fp32.numpy(), rtol=1e-6, atol=1e-5)
     else:  # the density of the bf16 means the actions were drawn around, not of the fp32 ones
         np.testing.assert_allclose(out["log_probs"], bf16.reshape(c.spec.num_envs, T).numpy(), rtol=1e-3, atol=1e-3)
@@ -113,10 +122,11 @@ def test_grouped_rollout_is_complete_and_consistent(precision):
     assert not np.array_equal(out["obs"][:5, 0], out["obs"][5:, 0])  # the two groups are seeded apart
 
 
-def test_deterministic_reset_reproduces_a_grouped_rollout():
-    """_reset_for(version) reseeds every group, so the same version gives the same rollout again."""
+@pytest.mark.parametrize("inference", ["torch", "numpy"])
+def test_deterministic_reset_reproduces_a_grouped_rollout(inference):
+    """_reset_for(version) reseeds every group and the action noise, so the same version gives the same rollout."""
     env = _groups(Go2JoystickFlat, 8, 2, seed=0, max_steps=100)
-    c = _collector(env)
+    c = _collector(env, inference=inference)
     outs = []
     for _ in range(2):
         obs, critic = c._reset_for(5)
@@ -131,20 +141,21 @@ def test_deterministic_reset_reproduces_a_grouped_rollout():
     assert not np.array_equal(outs[0]["obs"], other["obs"])
 
 
-def test_plain_env_loop_is_unchanged_by_the_grouping_code():
+@pytest.mark.parametrize("inference", ["torch", "numpy"])
+def test_plain_env_loop_is_unchanged_by_the_grouping_code(inference):
     """On a plain env the loop samples over all N envs at once, as before the groups."""
     env = make_env("half_cheetah", 6, 1, seed=9)
-    c = _collector(env)
-    torch.manual_seed(11)
+    c = _collector(env, inference=inference)
+    c.inference.seed(11)
     obs, critic = env.reset()
     out = allocate(c.spec)
     c.fill_rollout(out, obs, critic)
-    torch.manual_seed(11)
-    actions, log_probs = c.actor.sample(torch.from_numpy(obs))
+    c.inference.seed(11)
+    actions, log_probs = c.inference.sample(obs)
     env.close()
     np.testing.assert_array_equal(out["obs"][:, 0], obs)
-    np.testing.assert_array_equal(out["actions"][:, 0], actions.numpy())
-    np.testing.assert_array_equal(out["log_probs"][:, 0], log_probs.numpy())
+    np.testing.assert_array_equal(out["actions"][:, 0], actions)
+    np.testing.assert_array_equal(out["log_probs"][:, 0], log_probs)
 
 
 def test_episode_tracker_rows_equal_a_whole_step():
