@@ -10,8 +10,11 @@ runs in NumPy, and nothing this process imports pulls torch in.
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
 import threading
+import zlib
 
 from collector.inference import InferenceUnavailable, limit_inference_threads, resolve_backend
 from common.cli import add_config_args, config_from_args, install_stop_handlers
@@ -36,20 +39,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--shm-dir", help="the learner's shared-memory run directory (same host)")
     where.add_argument("--learner", help="the learner's address tcp://HOST:PORT (transport.learner)")
-    p.add_argument("--collector-id", default="0",
-                   help="this collector's id on its host (0, 1, ...), or 'auto' with --shm-dir: the lowest free one")
+    p.add_argument("--collector-id", default="auto",
+                   help="this collector's id (0, 1, ...), which picks its seed; 'auto' (default): with --shm-dir the "
+                   "lowest free one on this host, with --learner one drawn from its name "
+                   "(transport.collector_name, else host and pid), so replicas get distinct seeds")
     p.add_argument("--num-envs", type=int, help="environments stepped together (algo.num_envs)")
     p.add_argument("--threads", type=int, help="MuJoCo stepping threads (training.collector_threads)")
     p.add_argument("--max-rollouts", type=int, help="stop after sending this many rollouts")
     args = p.parse_intermixed_args(argv)
-    if args.collector_id == "auto":
-        if not args.shm_dir:
-            p.error("--collector-id auto needs --shm-dir (ids are claimed in the shared-memory directory)")
-    elif not args.collector_id.isdigit():
-        p.error(f"--collector-id must be a number >= 0 or 'auto', not {args.collector_id!r}")
-    else:
+    if args.collector_id != "auto":
+        if not args.collector_id.isdigit():
+            p.error(f"--collector-id must be a number >= 0 or 'auto', not {args.collector_id!r}")
         args.collector_id = int(args.collector_id)
     return args
+
+
+def id_from_name(name: str) -> int:
+    """A remote collector's id drawn from its name: stable for a named collector, distinct across replicas (whose
+    default names differ by host and pid) but for a one-in-a-million clash."""
+    return zlib.crc32(name.encode()) % 1_000_000
 
 
 def _extra(args: argparse.Namespace) -> dict:
@@ -94,9 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
     num_weights = layout_for(cfg, task).size
     try:
-        if args.collector_id == "auto":
+        if args.collector_id == "auto" and args.shm_dir:
             # The lock fd stays open for the process's life: the id is ours until we exit.
             args.collector_id, _id_lock = claim_collector_id(args.shm_dir)
+        elif args.collector_id == "auto":
+            args.collector_id = id_from_name(cfg.transport.collector_name or f"{socket.gethostname()}-{os.getpid()}")
         channel = collector_transport(cfg, spec, num_weights, args.collector_id, args.shm_dir)
     except (TransportError, CurveError, OSError) as exc:
         print(f"error: cannot connect: {exc}", file=sys.stderr)
