@@ -82,6 +82,8 @@ def limit_inference_threads(backend: str) -> None:
 
         torch.set_num_threads(1)
     else:
-        from collector.blas_threads import limit_blas_threads
+        # OpenBLAS splits a matmul over every core from a modest size on (a Go2 batch's first layer is past it),
+        # and its idle workers spin: threads that would take the cores of the MuJoCo threads they should overlap.
+        from threadpoolctl import threadpool_limits
 
-        limit_blas_threads(1)
+        threadpool_limits(limits=1, user_api="blas")  # process-wide, and kept: not used as a context manager
