@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -128,11 +129,14 @@ class FloodImpact:
         t0, c0 = time.time(), cpu_s(learner.pid)
         self.hold(learner, a.seconds, clean)
         t1, c1 = time.time(), cpu_s(learner.pid)
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)  # the flooder is the only child reaped meanwhile
         flooder = self.flooder()
         flooding: list[float] = []
         while flooder.poll() is None:
             self.hold(learner, 0.5, flooding)
         t2, c2 = time.time(), cpu_s(learner.pid)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        flooder_cpu = usage.ru_utime + usage.ru_stime - reaped.ru_utime - reaped.ru_stime
         sent = json.loads(flooder.stdout.read() or "{}")
         after: list[float] = []
         self.hold(learner, a.seconds, after)
@@ -152,6 +156,8 @@ class FloodImpact:
             # The learner's share of the cores: what the flood costs it shows here first.
             "learner_cores": {"clean": round((c1 - c0) / (t1 - t0), 3), "flooding": round((c2 - c1) / (t2 - t1), 3),
                               "after": round((c3 - c2) / (t3 - t2), 3)},
+            # The flooder's share, taken from the same cores here (on a cluster it is another machine's).
+            "flooder_cores": round(flooder_cpu / (t2 - t1), 3),
             "rss_mb": {"warm": round(clean[-1]), "max_flooding": round(max(flooding)), "after": round(after[-1])},
             "rss_growth_mb": round(max(flooding + after) - clean[-1], 1),
             "flood": sent,
