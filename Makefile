@@ -6,15 +6,15 @@ TORCH_SPEC ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install train lint sysdeps test bench clean
+.PHONY: install train lint sysdeps test test-containers bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first and pinned, so the project's "torch>=2.4" is already met and no
+	# torch first and pinned, so the learner extra's "torch>=2.4" is already met and no
 	# multi-GB CUDA build gets resolved where a local CPU wheel exists.
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[learner,test]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -36,6 +36,12 @@ sysdeps:
 
 test: lint sysdeps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The container stage: builds the base images (containers/build-bases.sh) and the three images,
+# then runs tests/containers on a local Docker engine, started here (host network only) and
+# installed from Debian's packages when missing; minutes, so not part of `make test`.
+test-containers: $(STAMP)
+	PY="$(abspath $(PY))" containers/test-containers.sh
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.physics --task half_cheetah --num-envs 512

@@ -10,8 +10,7 @@ runs in NumPy, and nothing this process imports pulls torch in.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
+import secrets
 import sys
 import threading
 import zlib
@@ -41,8 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     where.add_argument("--learner", help="the learner's address tcp://HOST:PORT (transport.learner)")
     p.add_argument("--collector-id", default="auto",
                    help="this collector's id (0, 1, ...), which picks its seed; 'auto' (default): with --shm-dir the "
-                   "lowest free one on this host, with --learner one drawn from its name "
-                   "(transport.collector_name, else host and pid), so replicas get distinct seeds")
+                   "lowest free one on this host; with --learner one drawn from transport.collector_name (the same "
+                   "every time), else at random, so replicas get distinct seeds")
     p.add_argument("--num-envs", type=int, help="environments stepped together (algo.num_envs)")
     p.add_argument("--threads", type=int, help="MuJoCo stepping threads (training.collector_threads)")
     p.add_argument("--max-rollouts", type=int, help="stop after sending this many rollouts")
@@ -54,10 +53,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+ID_RANGE = 1_000_000  # ids drawn for remote collectors: a clash between two of them is one in a million
+
+
 def id_from_name(name: str) -> int:
-    """A remote collector's id drawn from its name: stable for a named collector, distinct across replicas (whose
-    default names differ by host and pid) but for a one-in-a-million clash."""
-    return zlib.crc32(name.encode()) % 1_000_000
+    """A named remote collector's id: the same every time it starts, so its seed is too."""
+    return zlib.crc32(name.encode()) % ID_RANGE
 
 
 def _extra(args: argparse.Namespace) -> dict:
@@ -106,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             # The lock fd stays open for the process's life: the id is ours until we exit.
             args.collector_id, _id_lock = claim_collector_id(args.shm_dir)
         elif args.collector_id == "auto":
-            args.collector_id = id_from_name(cfg.transport.collector_name or f"{socket.gethostname()}-{os.getpid()}")
+            # Unnamed: a random id, since host and pid repeat across containers on the host network.
+            name = cfg.transport.collector_name
+            args.collector_id = id_from_name(name) if name else secrets.randbelow(ID_RANGE)
         channel = collector_transport(cfg, spec, num_weights, args.collector_id, args.shm_dir)
     except (TransportError, CurveError, OSError) as exc:
         print(f"error: cannot connect: {exc}", file=sys.stderr)

@@ -164,6 +164,12 @@ class TrainingConfig(_Section):
     collector_status_port: int = Field(0, ge=0, le=65535, description="The same for appo-collector; 0 = off.")
     status_host: str = Field("0.0.0.0", description="Address the status server binds.")
     liveness_timeout_s: float = Field(120.0, gt=0, description="/healthz fails when the main loop stalls this long.")
+    idle_when_complete: bool = Field(
+        False,
+        description="appo-learner on a run already at algo.max_iterations: false exits 0 at once; true logs "
+        "'run already complete', tells collectors to stop and stays up, ready, until stopped (for supervisors "
+        "that restart an exited learner or wait for it to be ready: compose, Kubernetes).",
+    )
 
     @field_validator("device", "collector_device")
     @classmethod

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shm_dir={transport.run_dir}", flush=True)
     where = str(transport.run_dir) if cfg.transport.kind == "shm" else cfg.transport.listen
     log.info("learner waiting for collectors", transport=cfg.transport.kind, at=where, run_dir=str(session.run_dir))
-    return run_learner(session, transport, stop)
+    return run_learner(session, transport, stop, idle_when_complete=cfg.training.idle_when_complete)
 
 
 if __name__ == "__main__":

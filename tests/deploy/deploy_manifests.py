@@ -198,6 +198,48 @@ def labels(stage: Stage) -> dict[str, str]:
     return out
 
 
+def target_stages(path: Path, target: str | None = None) -> list[Stage]:
+    """The stages a target (default: the last) is made of: itself, the stages it is built FROM and those it COPYs
+    --from, transitively."""
+    _, stages = dockerfile_stages(path)
+    by_name = {s.name: s for s in stages if s.name}
+    todo, seen = [by_name[target] if target else stages[-1]], []
+    while todo:
+        stage = todo.pop()
+        if stage in seen:
+            continue
+        seen.append(stage)
+        refs = [stage.base] + [m.group(1) for instr, rest in stage.instructions if instr == "COPY"
+                               for m in [re.search(r"--from=([\w.-]+)", rest)] if m]
+        todo += [by_name[r] for r in refs if r in by_name]
+    return seen
+
+
+def stage_runs(stage: Stage) -> str:
+    return " ".join(rest for instr, rest in stage.instructions if instr == "RUN")
+
+
+def installed_extras(stages: list[Stage]) -> set[str]:
+    """The project's extras the stages' RUN lines pip-install (`.` alone: none)."""
+    runs = " ".join(stage_runs(s) for s in stages)
+    return {e.strip() for group in re.findall(r'"\.\[([\w,\s-]+)\]"', runs) for e in group.split(",")}
+
+
+def requirement_names(requirements: list[str]) -> set[str]:
+    return {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in requirements}
+
+
+def installed_packages(image: str, target: str | None = None) -> set[str]:
+    """The distributions an image's target gets from pyproject.toml: the base dependencies and its extras'."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = requirement_names(project["dependencies"])
+    for extra in installed_extras(target_stages(DOCKERFILES[image], target)):
+        names |= requirement_names(project["optional-dependencies"][extra])
+    return names
+
+
 def image_of(ref: str) -> tuple[str, str]:
     """'registry/x/appo-learner:0.1.0' -> ('appo-learner', '0.1.0')."""
     name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")

@@ -13,6 +13,7 @@ from deploy_manifests import (
     compose_config,
     entrypoint,
     image_of,
+    installed_packages,
     pod_spec,
     project_version,
     resolve_config,
@@ -87,23 +88,32 @@ def test_learner_resumes_in_a_fixed_run_directory_on_the_volume(combo, compose_m
     assert any(cfg.training.log_dir.startswith(v["target"].rstrip("/") + "/") for v in mounts)
     assert _seconds(svc["stop_grace_period"]) >= cfg.training.stop_grace_s + 10
     assert svc["restart"] == "on-failure", "a finished run (exit 0) must not start again"
-    assert svc["init"] is True
+    # Signals and zombies: an init in the learner's container, or (shm) in the one whose PID namespace it joins.
+    reaper = model["services"][svc["pid"].removeprefix("service:")] if svc.get("pid") else svc
+    assert reaper["init"] is True
     port = cfg.training.status_port
     assert port and svc["healthcheck"]["test"][-1] == "/readyz"
     assert "APPO_TRAINING__STATUS_PORT" in svc["healthcheck"]["test"]
     assert svc["environment"]["APPO_TRAINING__STATUS_PORT"] == str(port)
 
 
-def test_shm_collectors_share_the_learners_ipc_and_pid_namespaces(compose_models):
-    """Collectors join the learner's IPC and PID namespaces and attach to its fixed run directory with free ids."""
+def test_shm_learner_and_collectors_share_namespaces_that_outlive_the_learner(compose_models):
+    """Learner and collectors join the IPC and PID namespaces of a service that does nothing else and keeps running
+    (so a restarted learner's collectors can rejoin); collectors attach to the learner's fixed run directory with
+    free ids once it is ready."""
     model = compose_models["shm"]
     learner, collector = model["services"]["learner"], model["services"]["collector"]
     services = appo_services(model)
     _, _, lcfg = services["learner"]
     _, cargs, ccfg = services["collector"]
     assert lcfg.transport.kind == "shm"
-    assert learner["ipc"] == "shareable" and int(learner["shm_size"]) >= 1 << 30
-    assert collector["ipc"] == "service:learner" and collector["pid"] == "service:learner"
+    holder_name = learner["ipc"].removeprefix("service:")
+    for svc in (learner, collector):
+        assert svc["ipc"] == svc["pid"] == f"service:{holder_name}"
+    holder = model["services"][holder_name]
+    assert holder["ipc"] == "shareable" and int(holder["shm_size"]) >= 1 << 30 and holder["init"] is True
+    assert holder["restart"] in ("always", "unless-stopped")
+    assert "learner" not in holder.get("depends_on", {}) and holder_name not in appo_services(model)
     run_id = lcfg.transport.shm_run_id
     assert run_id, "the learner's shm directory needs a fixed name between containers"
     assert cargs.shm_dir == f"{lcfg.transport.shm_root.rstrip('/')}/appo-{run_id}"
@@ -150,6 +160,9 @@ def test_tensorboard_reads_the_log_volume_on_a_published_port(combo, compose_mod
     _, _, cfg = appo_services(model)["learner"]
     exe, argv = executable(tb)
     assert exe == "tensorboard"
+    name, _ = image_of(tb["image"])
+    assert "tensorboard" in installed_packages(name, (tb.get("build") or {}).get("target")), \
+        f"{tb['image']} does not install TensorBoard"
     assert argv[argv.index("--logdir") + 1] == cfg.training.log_dir
     port = int(argv[argv.index("--port") + 1])
     assert any(p["target"] == port and p.get("published") for p in tb["ports"])

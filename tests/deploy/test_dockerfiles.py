@@ -9,7 +9,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from deploy_manifests import DOCKERFILES, ROOT, dockerfile_stages, entrypoint, final_stage, labels, project_version
+from deploy_manifests import (
+    DOCKERFILES,
+    ROOT,
+    dockerfile_stages,
+    entrypoint,
+    final_stage,
+    installed_extras,
+    installed_packages,
+    labels,
+    project_version,
+    stage_runs,
+    target_stages,
+)
 
 
 def hadolint() -> str:
@@ -36,17 +48,21 @@ def test_every_hadolint_ignore_is_justified():
                     f"{path.name}:{i + 1}: ignore without a justification above it"
 
 
+def resolve_arg(value: str, args: dict[str, str]) -> str:
+    """An ARG reference (${NAME}, also inside another ARG's default) replaced by its default, recursively."""
+    m = re.fullmatch(r"\$\{?(\w+)\}?", value)
+    return resolve_arg(args[m.group(1)], args) if m else value
+
+
 @pytest.mark.parametrize("image", sorted(DOCKERFILES))
 def test_base_images_are_pinned_by_tag_and_digest(image):
-    """Every FROM names a versioned tag and a sha256 digest (through the ARG default), or an earlier stage."""
+    """Every FROM names a versioned tag and a sha256 digest (through the ARG defaults), an earlier stage, or
+    scratch."""
     args, stages = dockerfile_stages(DOCKERFILES[image])
     names = set()
     for st in stages:
-        base = st.base
-        m = re.fullmatch(r"\$\{?(\w+)\}?", base)
-        if m:
-            base = args[m.group(1)]
-        if base in names:
+        base = resolve_arg(st.base, args)
+        if base in names or base == "scratch":
             names.add(st.name)
             continue
         assert re.fullmatch(r"[\w./-]+:[\w.-]*\d[\w.-]*@sha256:[0-9a-f]{64}", base), f"{image}: unpinned base {base}"
@@ -76,15 +92,36 @@ def test_image_labels_name_the_image_and_the_project_version(image):
     assert found["org.opencontainers.image.version"] == project_version()
 
 
-def test_torch_is_the_cpu_wheel_for_collectors_and_the_makefiles_version_everywhere():
-    """The collector's torch comes from the CPU index before `pip install .`; both images carry the Makefile's torch."""
-    text = DOCKERFILES["appo-collector"].read_text()
-    cpu = text.index("download.pytorch.org/whl/cpu")
-    assert cpu < text.index("pip install --no-cache-dir .")
+def test_collector_image_has_no_torch_and_the_eval_target_takes_the_cpu_wheel():
+    """The collector target installs neither torch nor TensorBoard; the eval target installs torch from the CPU index
+    (the Makefile's version) before the tools extra; the learner image gets both from the `learner` extra."""
+    assert not installed_packages("appo-collector") & {"torch", "tensorboard"}
+    for stage in target_stages(DOCKERFILES["appo-collector"]):
+        assert not re.search(r"pip install[^&]*torch", stage_runs(stage)), f"stage {stage.name} installs torch"
+    assert {"torch", "tensorboard"} <= installed_packages("appo-learner")
+    assert "torch" in installed_packages("appo-collector", "eval")
+    eval_stages = target_stages(DOCKERFILES["appo-collector"], "eval")
+    runs = " ".join(stage_runs(s) for s in reversed(eval_stages))
+    assert runs.index('"torch==${TORCH_VERSION}"') < runs.index('".[tools]"')
+    eval_text = "\n".join(f"{i} {r}" for s in eval_stages for i, r in s.instructions)
+    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in eval_text
     makefile_torch = re.search(r"TORCH_SPEC \?= torch==([\d.]+)", (ROOT / "Makefile").read_text()).group(1)
-    assert f"ARG TORCH_VERSION={makefile_torch}" in text, "keep the collector's torch in step with the Makefile"
-    args, _ = dockerfile_stages(DOCKERFILES["appo-learner"])
-    assert args["PYTORCH_IMAGE"].startswith(f"pytorch/pytorch:{makefile_torch}-"), "the learner base's torch"
+    assert f"ARG TORCH_VERSION={makefile_torch}" in eval_text, "keep the eval image's torch in step with the Makefile"
+    learner_args, _ = dockerfile_stages(DOCKERFILES["appo-learner"])
+    assert learner_args["PYTORCH_IMAGE"].startswith(f"pytorch/pytorch:{makefile_torch}-"), "the learner base's torch"
+
+
+def test_learner_image_installs_the_learner_extra_and_make_does_too():
+    """Dockerfile.learner installs the `learner` extra (torch from its base, and TensorBoard); so does the Makefile."""
+    assert installed_extras(target_stages(DOCKERFILES["appo-learner"])) == {"learner"}
+    assert '-e ".[learner,test]"' in (ROOT / "Makefile").read_text()
+
+
+def test_the_build_base_defaults_to_the_runtime_base():
+    """PYTHON_BUILD_IMAGE (where the venvs are built) defaults to PYTHON_IMAGE: the default build uses one base."""
+    args, stages = dockerfile_stages(DOCKERFILES["appo-collector"])
+    assert args["PYTHON_BUILD_IMAGE"] == "${PYTHON_IMAGE}"
+    assert {s.name: s.base for s in stages}["runtime"] == "${PYTHON_IMAGE}"
 
 
 def test_training_images_do_not_render_and_the_eval_target_does():

@@ -15,6 +15,7 @@ from deploy_manifests import (
     entrypoint,
     find,
     image_of,
+    installed_packages,
     k8s_env,
     materialize_pod,
     only_container,
@@ -253,6 +254,8 @@ def test_tensorboard_reads_the_learner_volume_on_the_learners_node(resolved, k8s
     tb_mount = next(m for m in c["volumeMounts"] if m["name"] == vol["name"])
     assert tb_mount["mountPath"] == learner_mount["mountPath"] and tb_mount["readOnly"]
     assert c["args"][c["args"].index("--logdir") + 1] == cfg.training.log_dir
+    assert c["command"] == ["tensorboard"] and "tensorboard" in installed_packages(image_of(c["image"])[0]), \
+        f"{c['image']} does not install TensorBoard"
     affinity = pod_spec(tb)["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert affinity["topologyKey"] == "kubernetes.io/hostname"
     assert selects(affinity["labelSelector"]["matchLabels"], sts["spec"]["template"]["metadata"]["labels"])

@@ -3,6 +3,7 @@
 import os
 import signal
 import subprocess
+import time
 
 import yaml
 from e2e_helpers import children, exe, read_summary, scalars, wait_for
@@ -121,6 +122,33 @@ def test_learner_and_collector_executables_over_shared_memory(tmp_path, shm_root
     assert learner.wait(timeout=180) == 0, learner.stderr.read()[-3000:]
     assert collector.wait(timeout=60) == 0, collector.stderr.read()[-3000:]
     assert read_summary(run)["completed_iterations"] == 3
+
+
+def test_a_learner_resumed_on_a_complete_run_exits_or_idles_as_configured(tmp_path, shm_root):
+    """On a run already at max_iterations appo-learner exits 0 at once by default; with training.idle_when_complete
+    it says 'run already complete' and stays up until SIGTERM, then exits 0 (compose and Kubernetes)."""
+    run = tmp_path / "run"
+    args = ["--task", "inverted_pendulum", "--log-dir", str(run), *TINY, "algo.max_iterations=2",
+            f"transport.shm_root={shm_root}"]
+    assert subprocess.run([exe("appo-train"), *args], capture_output=True, timeout=180).returncode == 0
+    again = subprocess.run([exe("appo-learner"), *args, "--resume", "latest"], capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    idle = subprocess.Popen([exe("appo-learner"), *args, "--resume", "latest", "training.idle_when_complete=true"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 120
+        while not any("run already complete" in line for line in lines):
+            assert time.monotonic() < deadline and idle.poll() is None, "".join(lines)[-3000:]
+            lines.append(idle.stderr.readline())
+        assert idle.poll() is None  # still up, idle
+        idle.send_signal(signal.SIGTERM)
+        assert idle.wait(timeout=60) == 0
+    finally:
+        if idle.poll() is None:
+            idle.kill()
+    assert read_summary(run)["completed_iterations"] == 2
 
 
 def test_go2_smoke_run(tmp_path, shm_root):
