@@ -39,6 +39,7 @@ from pathlib import Path
 
 from benchmarks.netlab import NetLab, netns_available
 from benchmarks.soak import rss_mb
+from common.status_server import parse_metrics
 
 FAULTS = ("loss", "rate", "delay", "partition", "learner_partition", "freeze", "flood", "kill_collector",
           "kill_learner")
@@ -53,19 +54,6 @@ try:
 except OSError:
     pass
 """
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text -> {'name' or 'name{labels}': value}."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            try:
-                out[key] = float(value)
-            except ValueError:
-                continue
-    return out
 
 
 class ChaosSoak:

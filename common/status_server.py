@@ -328,6 +328,19 @@ class StatusServer:
 # ---------------------------------------------------------------- probe client (HEALTHCHECK)
 
 
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text (as /metrics writes it) -> {'name' or 'name{labels}': value}."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            try:
+                out[key] = float(value)
+            except ValueError:
+                continue
+    return out
+
+
 def probe(url: str, timeout: float = 3.0) -> tuple[int, str]:
     """(HTTP status, body) of a GET; status 0 when nothing answered."""
     try:

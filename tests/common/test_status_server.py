@@ -263,3 +263,13 @@ def test_healthcheck_cli_reads_the_collector_port_variable():
         assert subprocess.run([*base, "/healthz"], env=env, capture_output=True).returncode == 0
         out = subprocess.run([*base, "/readyz"], env=env, capture_output=True, text=True)
         assert out.returncode == 1 and out.stdout.startswith("503 not ready: no weights yet")
+
+
+def test_parse_metrics_reads_plain_and_labelled_series_and_skips_comments():
+    """Prometheus text -> {series: value}: labels kept in the key, # lines and unparsable values left out."""
+    from common.status_server import parse_metrics
+
+    text = ('# HELP appo_iterations_total Iterations.\n# TYPE appo_iterations_total counter\n'
+            'appo_iterations_total 12\nappo_refused_messages_total{reason="stale_policy"} 3\nbroken nan-ish\n')
+    assert parse_metrics(text) == {"appo_iterations_total": 12.0,
+                                   'appo_refused_messages_total{reason="stale_policy"}': 3.0}

@@ -11,11 +11,12 @@ import os
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from deploy_manifests import ROOT, compose_binary, compose_env, project_version
+
+from common.status_server import parse_metrics
+from common.status_server import probe as http_get  # (status, body) of a GET; 0 when nothing answers
 
 VERSION = project_version()
 IMAGES = {name: f"appo-{name}:{VERSION}" for name in ("learner", "collector", "eval")}
@@ -91,28 +92,10 @@ def json_events(container: str, event: str) -> list[dict]:
     return found
 
 
-def http_get(url: str, timeout: float = 3) -> tuple[int, str]:
-    """(status, body) of a GET; status 0 when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read().decode(errors="replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
-    except (OSError, ValueError) as e:
-        return 0, str(e)
-
-
 def metrics(port: int) -> dict[str, float]:
     """A status server's /metrics on 127.0.0.1 as {series: value}; {} when it does not answer."""
     status, body = http_get(f"http://127.0.0.1:{port}/metrics")
-    if status != 200:
-        return {}
-    out = {}
-    for line in body.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
+    return parse_metrics(body) if status == 200 else {}
 
 
 def wait_for(predicate, timeout: float, what: str, diagnostics=None, interval: float = 0.5):

@@ -37,6 +37,8 @@ from deploy_manifests import (
     rewrite,
 )
 
+from common.status_server import parse_metrics
+
 TINY_ENV = {
     "APPO_TRAINING__DEVICE": "cpu",  # no GPU on this machine
     "APPO_ALGO__NUM_ENVS": "16",
@@ -106,12 +108,7 @@ class Pod:
         status, body = self.get(self.workload["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"],
                                 int(self.workload["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"]))
         assert status == 200, body
-        out = {}
-        for line in body.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                out[name] = float(value)
-        return out
+        return parse_metrics(body)
 
 
 def wait_for(predicate, timeout: float, what: str, pods=()):
