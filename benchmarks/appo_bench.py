@@ -4,6 +4,7 @@
     appo-bench --task half_cheetah --num-envs 2048 --json bench.json
     appo-bench --only physics,learner --seconds 5      # a subset
     appo-bench --only physics --collector-inference torch,numpy   # the collector with each inference backend
+    appo-bench --only physics,e2e training.collector_threads=1 training.collector_nice=0   # a static core split
 
 Each part runs as its own process (own threads, own GIL), one after the other:
   physics    threaded MuJoCo stepping, no policy, with random actions drawn each step from the
@@ -15,7 +16,8 @@ Each part runs as its own process (own threads, own GIL), one after the other:
              straightforward reference loop, with per-phase times       (python -m benchmarks.update)
   ingest     rollouts/s into the ring through each transport           (python -m benchmarks.ingest)
   e2e        appo-train for a fixed number of iterations: trained env-steps/s, the fraction of
-             simulated env steps trained on, learner wait, policy lag
+             simulated env steps trained on, learner wait, policy lag, and the core split it chose
+             (KEY=VALUE config overrides apply to this run)
 Ratios are printed beside the absolute figures; --json writes everything.
 """
 
@@ -111,17 +113,35 @@ def _sibling_script(name: str) -> str:
     return str(beside) if beside.is_file() else shutil.which(name) or name
 
 
-def bench_e2e(task: str, num_envs: int, steps: int, iterations: int, collectors: int, tmp: Path) -> dict:
+def bench_e2e(task: str, num_envs: int, steps: int, iterations: int, collectors: int, tmp: Path,
+              overrides: list[str] = ()) -> dict:
     log_dir = tmp / "logs"
     cmd = [_sibling_script("appo-train"), "--task", task, "--collectors", str(collectors),
            f"algo.num_envs={num_envs}", f"algo.steps_per_env={steps}", f"algo.max_iterations={iterations}",
            f"algo.save_interval={iterations}", f"training.log_dir={log_dir}", "training.run_name=bench",
-           "training.console=false"]
+           "training.console=false", *overrides]
     print(f"\n$ {' '.join(cmd)}", flush=True)
-    subprocess.run(cmd, check=True, timeout=120 + 60 * iterations, stdout=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, timeout=120 + 60 * iterations, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env={**os.environ, "APPO_LOG_FORMAT": "json"})
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-3000:])
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
     run = log_dir / task / "bench"
     summary = json.loads((run / "summary.json").read_text())
-    return steady_state(summary, read_scalars(run))
+    return {**steady_state(summary, read_scalars(run)), "core_split": core_split(proc.stderr)}
+
+
+def core_split(log: str) -> dict:
+    """The core split appo-train chose, from its "run" log line."""
+    for line in log.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("event") == "run":
+            return {k: record[k] for k in ("usable_cores", "learner_threads", "collector_threads", "cores_shared",
+                                           "collector_nice") if k in record}
+    raise RuntimeError("appo-train logged no 'run' line with its core split")
 
 
 def ratios(res: dict) -> dict:
@@ -192,13 +212,22 @@ def print_table(res: dict) -> None:
                                           f"({e2e['trained_env_steps']:,} of {e2e['simulated_env_steps']:,})"),
                  ("e2e learner wait", f"{e2e['learner_wait_ms_mean']:.0f} ms of {e2e['iter_ms_mean']:.0f} ms "
                                       f"per iteration ({e2e['learner_wait_fraction']:.0%})"),
-                 ("e2e policy lag", f"mean {e2e['policy_lag_mean']:.2f}, max {e2e['policy_lag_max']:.0f}")]
+                 ("e2e policy lag", f"mean {e2e['policy_lag_mean']:.2f}, max {e2e['policy_lag_max']:.0f}"),
+                 ("e2e core split", _split_text(e2e["core_split"]))]
     rows += [(k, f"{v:.2f}") for k, v in res["ratios"].items()]
     width = max(len(k) for k, _ in rows)
     print(f"\nappo-bench  task {res['task']}  {res['num_envs']} envs x {res['steps_per_env']} steps  "
-          f"{res['machine']}  {res['date']}")
+          f"{res['machine']}  {res['date']}" + (f"  e2e with {' '.join(res['overrides'])}" if res.get("overrides")
+                                                else ""))
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
+
+
+def _split_text(split: dict) -> str:
+    shared = (f"shared, collectors at nice {split['collector_nice']}" if split.get("cores_shared")
+              else f"static, collectors at nice {split.get('collector_nice', 0)}")
+    return (f"learner {split['learner_threads']} torch threads, collector {split['collector_threads']} MuJoCo "
+            f"threads of {split.get('usable_cores', '?')} cores ({shared})")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -215,7 +244,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="physics part: collector inference backends to measure, e.g. torch,numpy (default: the "
                         "config's training.collector_inference)")
     p.add_argument("--json", help="write every figure here")
-    args = p.parse_args(argv)
+    p.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides for the end-to-end run "
+                                                 "(e.g. training.collector_threads=1 training.collector_nice=0)")
+    args = p.parse_intermixed_args(argv)
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        p.error(f"overrides must be KEY=VALUE: {', '.join(bad)}")
     unknown = set(args.only.split(",")) - set(PARTS)
     if unknown:
         p.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
@@ -231,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {"task": args.task, "num_envs": num_envs, "steps_per_env": steps,
                  "machine": f"{platform.machine()} {platform.processor() or ''}".strip()
                             + f", {usable_cores()} usable cores of {os.cpu_count()}",
-                 "date": time.strftime("%Y-%m-%d %H:%M")}
+                 "date": time.strftime("%Y-%m-%d %H:%M"), "overrides": args.overrides}
     with tempfile.TemporaryDirectory(prefix="appo-bench-") as tmp_name:
         tmp = Path(tmp_name)
         if "physics" in parts:
@@ -241,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         if "ingest" in parts:
             res["ingest"] = bench_ingest(args.task, num_envs, steps, args.seconds, tmp)
         if "e2e" in parts:
-            res["e2e"] = bench_e2e(args.task, num_envs, steps, args.iterations, args.collectors, tmp)
+            res["e2e"] = bench_e2e(args.task, num_envs, steps, args.iterations, args.collectors, tmp, args.overrides)
     res["ratios"] = ratios(res)
     print_table(res)
     if args.json:

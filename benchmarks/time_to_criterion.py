@@ -207,7 +207,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--log-dir", help="where the runs go (default: a temporary folder, removed)")
     p.add_argument("--json", help="write the report here")
     p.add_argument("overrides", nargs="*", help="KEY=VALUE config overrides for every run")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)
     if not 0 < args.minutes < float("inf"):
         p.error(f"--minutes must be a positive number, got {args.minutes}")
     try:

@@ -10,6 +10,7 @@ runs in NumPy, and nothing this process imports pulls torch in.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 import threading
@@ -17,7 +18,7 @@ import zlib
 
 from collector.inference import InferenceUnavailable, limit_inference_threads, resolve_backend
 from common.cli import add_config_args, config_from_args, install_stop_handlers
-from common.cores import split_cores, usable_cores
+from common.cores import collector_mujoco_threads, usable_cores
 from common.logging import get_logger, setup_logging
 from common.rollout_spec import RolloutSpec
 from common.task_plugins import resolve_task_spec
@@ -89,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     except InferenceUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    threads = cfg.training.collector_threads or split_cores(usable_cores(), 1)[1]
+    # Standalone, the collector's host is its own; appo-train sets threads and nice for a shared one.
+    threads = cfg.training.collector_threads or collector_mujoco_threads(usable_cores())
+    nice = max(0, cfg.training.collector_nice)
+    if nice:
+        os.nice(nice)  # before the physics and inference threads start: Linux keeps a niceness per thread, inherited
     # Inference runs on this thread, mostly while the physics of the other env group runs on
     # the MuJoCo threads (make_collector_env shares `threads` between the groups): one inference thread.
     limit_inference_threads(backend)
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = cfg.algo.seed + 1000 * (args.collector_id + 1)
     env = make_collector_env(cfg.task, cfg.algo.num_envs, threads, seed)
     log.info("collector started", task=cfg.task, num_envs=cfg.algo.num_envs, threads=threads, id=args.collector_id,
-             inference=backend)
+             inference=backend, nice=nice)
     collector = Collector(cfg, env, channel, stop, seed)
     status = None
     try:

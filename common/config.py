@@ -147,6 +147,13 @@ class TrainingConfig(_Section):
         "when it can be imported, else numpy. Compare both with appo-bench --collector-inference torch,numpy.",
     )
     collector_threads: int = Field(0, ge=0, description="MuJoCo stepping threads per collector; 0 = automatic split.")
+    collector_nice: int = Field(
+        -1, ge=-1, le=19,
+        description="Niceness a collector process adds to the one it started with. -1 = automatic: appo-train's "
+        "collectors, which share the learner's cores (common/cores.py), add 10, so the learner's work comes first "
+        "and the physics takes every cycle it leaves; a standalone appo-collector adds 0. Set 10 where "
+        "appo-collector shares a host with a learner (compose).",
+    )
     console: bool = Field(True, description="Print the live console line each iteration.")
     max_policy_lag: int = Field(20, ge=0, description="Refuse rollouts whose policy is more versions behind than this.")
     keep_checkpoints: int = Field(5, ge=1, description="Keep the newest this many model_<i>.pt (the final one always).")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -18,15 +19,34 @@ def usable_cores() -> int:
     return max(1, cores)
 
 
-def split_cores(total: int, num_collectors: int, learner_threads: int = 0, collector_threads: int = 0,
-                accelerator: bool = False) -> tuple[int, int]:
-    """(learner torch threads, MuJoCo threads per collector) that do not oversubscribe `total`.
+SHARED_COLLECTOR_NICE = 10  # the learner's weight is ~9x a collector thread's: it gets its cores back at once
 
-    Zero means automatic: the learner takes half (at least one core), the collectors
-    share the rest.  A learner training on an accelerator (`accelerator`) only feeds
-    it, so it keeps one core (two from 8 cores on) and the collectors get the rest.
-    Each collector's share becomes MuJoCo threads per `collector_mujoco_threads`.
-    Explicit values are kept as given.
+
+@dataclass(frozen=True)
+class CoreSplit:
+    """How one host's cores go to the learner's torch threads and each collector's MuJoCo threads."""
+
+    learner_threads: int
+    collector_threads: int
+    # True when the collectors' threads may run on the learner's cores: they run at a lower
+    # priority (collector_nice), so the cores go to the physics while the learner waits and
+    # back to the learner the moment it has work.
+    shared: bool = False
+    collector_nice: int = 0
+
+
+def split_cores(total: int, num_collectors: int, learner_threads: int = 0, collector_threads: int = 0,
+                accelerator: bool = False, collector_nice: int = -1) -> CoreSplit:
+    """The split of `total` cores between a learner and `num_collectors` collectors on one host.
+
+    Zero thread counts and collector_nice -1 mean automatic.  The learner's torch threads: half
+    the cores (at least one) on a CPU; on an accelerator, which it only feeds, one (two from 8
+    cores on).  The collectors' MuJoCo threads cover every core, the learner's too, per
+    `collector_mujoco_threads` of their share.  A static split left the learner's cores idle while
+    it waited for rollouts and the collectors' idle while they waited for room; shared, with the
+    collectors at nice SHARED_COLLECTOR_NICE, the scheduler gives the cores to whichever side has
+    work, the learner first.  Explicit values are kept as given; explicit thread counts that fit
+    the cores make a split that is not `shared`, whose collectors run at nice 0 unless told otherwise.
     """
     if not learner_threads:
         if not num_collectors:
@@ -35,9 +55,14 @@ def split_cores(total: int, num_collectors: int, learner_threads: int = 0, colle
             learner_threads = 2 if total >= 8 else 1
         else:
             learner_threads = max(1, total // 2)
-    if not collector_threads:
-        collector_threads = collector_mujoco_threads(max(1, (total - learner_threads) // max(1, num_collectors)))
-    return learner_threads, collector_threads
+    if collector_threads:
+        shared = bool(num_collectors) and learner_threads + num_collectors * collector_threads > total
+    else:
+        collector_threads = collector_mujoco_threads(max(1, total // max(1, num_collectors)))
+        shared = bool(num_collectors)
+    if collector_nice < 0:
+        collector_nice = SHARED_COLLECTOR_NICE if shared else 0
+    return CoreSplit(learner_threads, collector_threads, shared, collector_nice)
 
 
 def collector_mujoco_threads(cores: int) -> int:

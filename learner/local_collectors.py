@@ -29,13 +29,14 @@ class LocalCollectors:
     """appo-train's collector processes: started with the run, restarted with back-off when they crash, stopped."""
 
     def __init__(self, count: int, config_path: Path, shm_dir: Path, threads: int, log_dir: Path,
-                 max_restarts: int = 5, backoff_s: float = 1.0):
+                 max_restarts: int = 5, backoff_s: float = 1.0, nice: int = 0):
         self.config_path = config_path
         self.shm_dir = shm_dir
         self.threads = threads
         self.log_dir = log_dir
         self.max_restarts = max_restarts
         self.backoff_s = backoff_s
+        self.nice = nice
         self.slots = [_Slot() for _ in range(count)]
         self.stopping = False
 
@@ -54,6 +55,7 @@ class LocalCollectors:
             "--collector-id", str(i),
             "--threads", str(self.threads),
             "training.collector_status_port=0",  # several local collectors cannot share one port
+            f"training.collector_nice={self.nice}",
         ]
         env = {**os.environ, "APPO_LOG_FORMAT": os.environ.get("APPO_LOG_FORMAT", "json")}
         with open(self.log_path(i), "ab") as out:
@@ -62,7 +64,7 @@ class LocalCollectors:
     def start(self) -> None:
         for i, slot in enumerate(self.slots):
             slot.proc = self._spawn(i)
-        log.info("collectors started", count=len(self.slots), threads_each=self.threads)
+        log.info("collectors started", count=len(self.slots), threads_each=self.threads, nice=self.nice)
 
     def tail(self, i: int, lines: int = 20) -> str:
         try:

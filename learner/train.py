@@ -39,21 +39,22 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.training.deterministic and args.collectors != 1:
         print("error: training.deterministic=true runs exactly one collector (--collectors 1)", file=sys.stderr)
         return 2
-    learner_threads, collector_threads = split_cores(
+    split = split_cores(
         usable_cores(), args.collectors, cfg.training.learner_threads, cfg.training.collector_threads,
-        accelerator=resolve_device(cfg.training.device).type != "cpu",
+        accelerator=resolve_device(cfg.training.device).type != "cpu", collector_nice=cfg.training.collector_nice,
     )
-    torch.set_num_threads(1 if cfg.training.deterministic else learner_threads)
-    log.info("run", dir=str(session.run_dir), task=cfg.task, learner_threads=learner_threads,
-             collector_threads=collector_threads)
+    torch.set_num_threads(1 if cfg.training.deterministic else split.learner_threads)
+    log.info("run", dir=str(session.run_dir), task=cfg.task, usable_cores=usable_cores(),
+             learner_threads=split.learner_threads, collector_threads=split.collector_threads,
+             cores_shared=split.shared, collector_nice=split.collector_nice)
 
     stop = threading.Event()
     install_stop_handlers(stop, cfg.training.stop_grace_s)
     transport = LearnerShm(cfg.transport.shm_root, session.shm_run_id, session.spec,
                            session.num_weights)
-    collectors = LocalCollectors(args.collectors, session.config_path, transport.run_dir, collector_threads,
+    collectors = LocalCollectors(args.collectors, session.config_path, transport.run_dir, split.collector_threads,
                                  session.run_dir, cfg.training.collector_max_restarts,
-                                 cfg.training.collector_restart_backoff_s)
+                                 cfg.training.collector_restart_backoff_s, nice=split.collector_nice)
     return run_learner(session, transport, stop, collectors)
 
 

@@ -324,6 +324,8 @@ def test_refuse_wrong_type_in_yaml_and_env(tmp_path):
         ("training.ring_slots=1", r"training\.ring_slots"),
         ("algo.policy.actor_hidden_dims=[64,0]", r"algo\.policy\.actor_hidden_dims"),
         ("algo.policy.actor_hidden_dims=[]", r"algo\.policy\.actor_hidden_dims"),
+        ("training.collector_nice=20", r"training\.collector_nice"),
+        ("training.collector_nice=-2", r"training\.collector_nice"),
     ],
 )
 def test_refuse_out_of_range(override, key):

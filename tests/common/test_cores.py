@@ -7,17 +7,23 @@ import sys
 
 import pytest
 
-from common.cores import collector_mujoco_threads, split_cores, usable_cores
+from common.cores import SHARED_COLLECTOR_NICE, collector_mujoco_threads, split_cores, usable_cores
 
 
-@pytest.mark.parametrize(("total", "collectors", "expected"), [(2, 1, (1, 1)), (16, 1, (8, 7)), (16, 3, (8, 2)),
-                                                              (1, 1, (1, 1)), (4, 0, (4, 1)), (4, 1, (2, 2))])
-def test_cpu_learner_takes_half_and_collectors_share_the_rest(total, collectors, expected):
-    """On a CPU learner the automatic split gives the learner half the cores and never oversubscribes."""
-    learner, per_collector = split_cores(total, collectors)
-    assert (learner, per_collector) == expected
-    if total >= 2 and collectors:
-        assert learner + collectors * per_collector <= total
+@pytest.mark.parametrize(("total", "collectors", "expected"), [(2, 1, (1, 2)), (16, 1, (8, 15)), (16, 3, (8, 4)),
+                                                              (1, 1, (1, 1)), (4, 1, (2, 3))])
+def test_cpu_learner_takes_half_and_collectors_share_every_core_at_a_lower_priority(total, collectors, expected):
+    """On a CPU learner the collectors' threads cover all cores, the learner's too, and run niced below it."""
+    split = split_cores(total, collectors)
+    assert (split.learner_threads, split.collector_threads) == expected
+    assert split.shared and split.collector_nice == SHARED_COLLECTOR_NICE > 0
+    assert split.collector_threads == collector_mujoco_threads(max(1, total // collectors))
+
+
+def test_a_learner_without_collectors_takes_every_core():
+    """No local collectors (appo-learner): every core is the learner's, nothing is shared or niced."""
+    split = split_cores(4, 0)
+    assert split.learner_threads == 4 and not split.shared and split.collector_nice == 0
 
 
 @pytest.mark.parametrize(("cores", "threads"), [(1, 1), (2, 2), (3, 2), (4, 3), (16, 15)])
@@ -26,17 +32,31 @@ def test_collector_leaves_its_main_thread_a_core_from_three_cores_on(cores, thre
     assert collector_mujoco_threads(cores) == threads
 
 
-@pytest.mark.parametrize(("total", "expected"), [(2, (1, 1)), (4, (1, 2)), (8, (2, 5)), (16, (2, 13))])
-def test_accelerator_learner_keeps_one_or_two_cores(total, expected):
-    """A learner training on an accelerator keeps 1 core (2 from 8 on); the collector gets the rest."""
-    assert split_cores(total, 1, accelerator=True) == expected
+@pytest.mark.parametrize(("total", "expected"), [(2, (1, 2)), (4, (1, 3)), (8, (2, 7)), (16, (2, 15))])
+def test_accelerator_learner_keeps_one_or_two_cores_and_collectors_share_them(total, expected):
+    """A learner training on an accelerator keeps 1 torch thread (2 from 8 cores on); the collector's threads
+    cover every core at the lower priority."""
+    split = split_cores(total, 1, accelerator=True)
+    assert (split.learner_threads, split.collector_threads) == expected
+    assert split.shared and split.collector_nice == SHARED_COLLECTOR_NICE
 
 
-def test_explicit_thread_counts_are_kept():
-    """training.learner_threads / collector_threads override the automatic split as given."""
-    assert split_cores(16, 2, learner_threads=3) == (3, 5)  # 6 cores each: 5 MuJoCo threads + the main thread
-    assert split_cores(16, 2, collector_threads=5, accelerator=True) == (2, 5)
-    assert split_cores(2, 1, learner_threads=2, collector_threads=2) == (2, 2)
+def test_explicit_thread_counts_and_nice_are_kept():
+    """training.learner_threads / collector_threads / collector_nice override the automatic split as given."""
+    assert split_cores(16, 2, learner_threads=3).collector_threads == 7  # 8 shared cores each: 7 MuJoCo threads
+    split = split_cores(16, 2, collector_threads=5, accelerator=True)
+    assert (split.learner_threads, split.collector_threads) == (2, 5)
+    split = split_cores(2, 1, learner_threads=2, collector_threads=1, collector_nice=0)
+    assert (split.learner_threads, split.collector_threads, split.collector_nice) == (2, 1, 0)
+    assert split_cores(2, 1, accelerator=True, collector_nice=5).collector_nice == 5
+
+
+def test_a_split_that_fits_the_cores_is_not_shared_and_not_niced():
+    """Thread counts set so learner and collectors fit the cores (the old static split): nothing shared, nice 0."""
+    split = split_cores(16, 1, learner_threads=8, collector_threads=7)
+    assert not split.shared and split.collector_nice == 0
+    split = split_cores(2, 1, collector_threads=1)
+    assert (split.learner_threads, split.shared, split.collector_nice) == (1, False, 0)
 
 
 def test_usable_cores_respects_the_affinity_mask():

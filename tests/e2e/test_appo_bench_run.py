@@ -5,13 +5,16 @@ import subprocess
 
 from e2e_helpers import exe
 
+from common.cores import split_cores, usable_cores
+
 
 def test_appo_bench_small_run_reports_every_part(tmp_path):
-    """Tiny sizes, every part: table printed, JSON complete, ratios consistent with the absolute figures."""
+    """Tiny sizes, every part: table printed, JSON complete, ratios consistent with the absolute figures, the core
+    split appo-train chose reported with the KEY=VALUE override applied."""
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [exe("appo-bench"), "--task", "inverted_pendulum", "--num-envs", "32", "--steps-per-env", "8",
-         "--seconds", "0.5", "--iterations", "6", "--json", str(out)],
+         "--seconds", "0.5", "--iterations", "6", "--json", str(out), "training.collector_nice=3"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -30,3 +33,9 @@ def test_appo_bench_small_run_reports_every_part(tmp_path):
     for k in ("raw", "zmq", "shm"):
         assert res["ingest"][k]["rollouts_per_s"] > 0, k
     assert "collector / physics ceiling" in proc.stdout and "e2e trained fraction" in proc.stdout
+    # The split appo-train logged: the automatic one for this machine, with the override applied.
+    auto = split_cores(usable_cores(), 1)
+    assert e2e["core_split"] == {"usable_cores": usable_cores(), "learner_threads": auto.learner_threads,
+                                 "collector_threads": auto.collector_threads, "cores_shared": auto.shared,
+                                 "collector_nice": 3}
+    assert "e2e core split" in proc.stdout

@@ -1,13 +1,17 @@
 """The real executables end to end: artifacts, clean stop, refused config, crash reporting."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import yaml
 from e2e_helpers import children, exe, read_summary, scalars, wait_for
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from common.cores import SHARED_COLLECTOR_NICE
 
 TINY = [
     "algo.num_envs=16",
@@ -53,6 +57,10 @@ def test_sigterm_stops_cleanly_with_final_checkpoint(tmp_path, shm_root):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: _iterations(run) >= 2, 120, "two iterations")
     kids = children(proc.pid)
+    # The collector shares the learner's cores at a lower priority (common/cores.py): every one of its threads.
+    learner_nice = os.getpriority(os.PRIO_PROCESS, proc.pid)  # the learner's main thread, as this test started it
+    expected = {min(19, learner_nice + SHARED_COLLECTOR_NICE)}
+    assert kids and all(_thread_nices(pid) == expected for pid in kids), [_thread_nices(p) for p in kids]
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err[-3000:]
@@ -69,6 +77,15 @@ def _iterations(run) -> int:
     acc = EventAccumulator(str(run))
     acc.Reload()
     return len(acc.Scalars("perf/iter_ms")) if "perf/iter_ms" in acc.Tags()["scalars"] else 0
+
+
+def _thread_nices(pid: int) -> set[int]:
+    """The niceness of each thread of a process (/proc/PID/task/TID/stat, field 19)."""
+    nices = set()
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        with contextlib.suppress(OSError, IndexError):  # a thread that ended meanwhile
+            nices.add(int(stat.read_text().rsplit(")", 1)[1].split()[16]))
+    return nices
 
 
 def _zombie(pid: int) -> bool:
