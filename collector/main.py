@@ -10,7 +10,6 @@ runs in NumPy, and nothing this process imports pulls torch in.
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import sys
 import threading
@@ -18,7 +17,7 @@ import zlib
 
 from collector.inference import InferenceUnavailable, limit_inference_threads, resolve_backend
 from common.cli import add_config_args, config_from_args, install_stop_handlers
-from common.cores import collector_mujoco_threads, usable_cores
+from common.cores import collector_mujoco_threads, lower_priority, usable_cores
 from common.logging import get_logger, setup_logging
 from common.rollout_spec import RolloutSpec
 from common.task_plugins import resolve_task_spec
@@ -93,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     # Standalone, the collector's host is its own; appo-train sets threads and nice for a shared one.
     threads = cfg.training.collector_threads or collector_mujoco_threads(usable_cores())
     nice = max(0, cfg.training.collector_nice)
-    if nice:
-        os.nice(nice)  # before the physics and inference threads start: Linux keeps a niceness per thread, inherited
+    lower_priority(nice)  # before the physics and inference threads start, which inherit it
     # Inference runs on this thread, mostly while the physics of the other env group runs on
     # the MuJoCo threads (make_collector_env shares `threads` between the groups): one inference thread.
     limit_inference_threads(backend)

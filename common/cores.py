@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,3 +79,22 @@ def collector_mujoco_threads(cores: int) -> int:
     with, and the collector would fall far below the physics ceiling.
     """
     return cores - 1 if cores >= 3 else max(1, cores)
+
+
+def lower_priority(increment: int) -> None:
+    """Add `increment` to the niceness of every thread of this process (Linux keeps one per thread).
+
+    Threads started later inherit it from the thread that starts them; threads already running
+    (a BLAS pool started when NumPy was imported) are lowered one by one.
+    """
+    if increment <= 0:
+        return
+    tasks = Path("/proc/self/task")
+    if not tasks.is_dir():
+        os.nice(increment)  # no per-thread view: the calling thread, inherited by what it starts
+        return
+    for task in tasks.iterdir():
+        tid = int(task.name)
+        with contextlib.suppress(ProcessLookupError):  # the thread ended meanwhile
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + increment))
+

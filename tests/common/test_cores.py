@@ -66,3 +66,24 @@ def test_usable_cores_respects_the_affinity_mask():
                          check=True)
     assert out.stdout.strip() == "1"
     assert usable_cores() >= 1
+
+
+def test_lower_priority_reaches_threads_already_running_and_those_started_after():
+    """lower_priority(3) lowers every running thread of the process, and threads started later inherit it."""
+    code = """
+import os, threading
+from pathlib import Path
+from common.cores import lower_priority
+stop = threading.Event()
+before = threading.Thread(target=stop.wait); before.start()
+base = os.getpriority(os.PRIO_PROCESS, 0)
+lower_priority(3)
+after = threading.Thread(target=stop.wait); after.start()
+nices = {int(p.read_text().rsplit(")", 1)[1].split()[16]) for p in Path("/proc/self/task").glob("*/stat")}
+stop.set()
+print(base, len(list(Path("/proc/self/task").iterdir())), sorted(nices))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = proc.stdout.split(maxsplit=2)
+    base, threads, nices = int(out[0]), int(out[1]), out[2].strip()
+    assert threads >= 3 and nices == str([min(19, base + 3)])
