@@ -34,7 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from common.checkpoint_io import checkpoints_in
 from common.cli import at_least
+from common.config import ConfigError, load_config
 
 VELOCITY = {
     "walking": {"time_limit_fraction": (">=", 0.90), "velocity_xy_rms_error": ("<=", 0.25),
@@ -68,12 +70,6 @@ def checkpoint_times(run: Path) -> dict[int, tuple[float, int]]:
     steps = read_scalars(run)["perf/total_env_steps"]
     t0 = steps[0][0]
     return {it: (wall - t0, int(value)) for wall, it, value in steps}
-
-
-def checkpoints(run: Path) -> list[tuple[int, Path]]:
-    """(iteration, path) of every model_N.pt in the run, in order."""
-    found = [(int(p.stem.split("_")[1]), p) for p in run.glob("model_*.pt") if p.stem.split("_")[1].isdigit()]
-    return sorted(found)
 
 
 def train(task: str, seed: int, minutes: float, save_every: int, overrides: list[str], log_dir: Path,
@@ -128,7 +124,7 @@ def evaluate(path: Path, episodes: int) -> dict:
 def assess(run: Path, minutes: float, episodes: int, return_at_least: float | None) -> dict:
     """The first checkpoint meeting each criterion within the budget, and the last checkpoint's figures."""
     times = checkpoint_times(run)
-    within = [(it, p) for it, p in checkpoints(run) if it in times and times[it][0] <= minutes * 60]
+    within = [(it, p) for it, p in sorted(checkpoints_in(run).items()) if it in times and times[it][0] <= minutes * 60]
     if not within:
         raise RuntimeError(f"no checkpoint of {run} within {minutes} minutes")
     first: dict[str, dict] = {}
@@ -214,9 +210,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.seed_list = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         p.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
-    bad = [o for o in args.overrides if "=" not in o]
-    if bad:
-        p.error(f"overrides must be KEY=VALUE: {', '.join(bad)}")
+    try:  # refused now, not when the first run starts
+        load_config(args.overrides, extra={"task": args.task}, environ={})
+    except ConfigError as exc:
+        p.error(str(exc))
     return args
 
 
