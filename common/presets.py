@@ -1,25 +1,36 @@
-"""Per-task tuned defaults: visible here, below any YAML, env or CLI value.
+"""Per-task defaults: visible here, below any YAML, env or CLI value.
 
 The reference configuration (common/config.py) targets the Go2 with thousands of
-envs; the small Gymnasium bodies learn faster with fewer envs and longer rollouts.
-Their returns are in the hundreds or thousands (no dt scaling), so the value loss
-is not clipped: a clip of clip_param around the old values would let the critic
-move only 0.2 per update.
+envs.  Every task without a tuned preset of its own (gym:<id>, package.module:factory,
+entry points, and the built-in hopper and ant) gets GENERIC: fewer envs, longer
+rollouts.  Returns of such tasks are in the hundreds or thousands (no dt scaling), so
+the value loss is not clipped: a clip of clip_param around the old values would let
+the critic move only 0.2 per update.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-_GYM_RUNNER: dict[str, Any] = {
+# The untuned default: what a task with no preset of its own gets (chosen on hopper, ant and
+# gym:Walker2d-v5 with tuning seeds; BENCHMARKS.md, "Tasks nobody tuned"):
+# - init_noise_std 0.3: with std 1.0, ant's control cost outweighs its reward for staying up,
+#   and the policy learned to fall at once;
+# - a fixed learning rate: the adaptive one scales each step with the policy's std (KL), so
+#   with a narrow policy it fell to 1e-5..1e-4 and hopper stayed stuck in its diving gait;
+# - no replay: each env step is trained on once, and where the physics is the bottleneck
+#   (ant, Walker2d) the cores go to it rather than to re-training old rollouts.
+GENERIC: dict[str, Any] = {
     "algo": {
         "num_envs": 256,
         "steps_per_env": 32,
-        "max_iterations": 300,
-        "save_interval": 100,
-        "policy": {"actor_hidden_dims": [256, 256], "critic_hidden_dims": [256, 256]},
-        "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False},
+        "max_iterations": 600,
+        "save_interval": 50,
+        "policy": {"actor_hidden_dims": [256, 256], "critic_hidden_dims": [256, 256], "init_noise_std": 0.3},
+        "algorithm": {"learning_rate": 3e-4, "schedule": "fixed", "entropy_coef": 0.0,
+                      "use_clipped_value_loss": False},
     },
+    "training": {"replay_queue_size": 1},
 }
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -64,19 +75,21 @@ PRESETS: dict[str, dict[str, Any]] = {
     # A [128, 128] network learned much slower; std 0.25 and 32 minibatches did no better.
     "half_cheetah": {
         "algo": {
-            **_GYM_RUNNER["algo"],
-            "policy": {**_GYM_RUNNER["algo"]["policy"], "init_noise_std": 0.5, "activation": "relu"},
-            "algorithm": {**_GYM_RUNNER["algo"]["algorithm"], "gamma": 0.98, "num_learning_epochs": 2,
-                          "desired_kl": 0.02},
+            "num_envs": 256,
+            "steps_per_env": 32,
+            "max_iterations": 300,
+            "save_interval": 100,
+            "policy": {"actor_hidden_dims": [256, 256], "critic_hidden_dims": [256, 256],
+                       "init_noise_std": 0.5, "activation": "relu"},
+            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False,
+                          "gamma": 0.98, "num_learning_epochs": 2, "desired_kl": 0.02},
         },
         # bf16 on native-bf16 CPUs, validated here (it learned as well as float32 in 8 minutes).
         "training": {"replay_queue_size": 1, "precision": "auto"},
     },
-    # hopper and ant share the generic Gymnasium tuning (untuned beyond it).
-    "hopper": _GYM_RUNNER,
-    "ant": _GYM_RUNNER,
 }
 
 
 def preset_for(task: str) -> dict[str, Any]:
-    return PRESETS.get(task, {})
+    """The task's tuned preset, or GENERIC for a task nobody tuned."""
+    return PRESETS.get(task, GENERIC)

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from common.config import AppoConfig, ConfigError, config_from_dict, load_config
-from common.presets import PRESETS
+from common.presets import GENERIC, PRESETS
 
-NO_PRESET = {"task": "ant_custom"}  # a task name with no preset: defaults show through
+NO_PRESET = {"task": "ant_custom"}  # a task name nobody tuned: the generic preset applies
 
 
 def _yaml(tmp_path: Path, data, name: str = "run.yaml") -> Path:
@@ -31,9 +31,9 @@ def _refused(match: str, **kwargs) -> str:
 
 
 def test_defaults_are_reference_configuration():
-    """With no preset and no other source, every value equals the reference configuration."""
+    """With nothing below the CLI (an empty base) and no other source, every value is the reference one."""
     assert "ant_custom" not in PRESETS
-    c = load_config(extra=NO_PRESET, environ={})
+    c = load_config(extra=NO_PRESET, environ={}, base={})
     a, p, alg, t = c.algo, c.algo.policy, c.algo.algorithm, c.training
     assert c.task == "ant_custom"
     assert (a.num_envs, a.steps_per_env, a.max_iterations, a.save_interval, a.seed) == (2048, 24, 150, 50, 1)
@@ -65,9 +65,24 @@ def test_defaults_are_reference_configuration():
 
 
 def test_defaults_match_model_defaults_without_preset():
-    """A no-preset task resolves to exactly the model's own defaults (nothing else leaks in)."""
-    c = load_config(extra=NO_PRESET, environ={})
+    """With an empty base a task resolves to exactly the model's own defaults (nothing else leaks in)."""
+    c = load_config(extra=NO_PRESET, environ={}, base={})
     assert c == AppoConfig(task="ant_custom")
+
+
+@pytest.mark.parametrize("task", ["ant_custom", "gym:Walker2d-v5", "mypkg.bodies:make_env"])
+def test_untuned_task_gets_generic_preset(task):
+    """A task with no tuned preset of its own gets GENERIC's values, not the Go2-sized reference ones."""
+    c = load_config(extra={"task": task}, environ={})
+    generic = GENERIC["algo"]
+    assert (c.algo.num_envs, c.algo.steps_per_env) == (generic["num_envs"], generic["steps_per_env"])
+    assert c.algo.policy.actor_hidden_dims == generic["policy"]["actor_hidden_dims"]
+    assert c.algo.algorithm.learning_rate == generic["algorithm"]["learning_rate"]
+    assert c.algo.algorithm.use_clipped_value_loss is False
+    assert c.algo.algorithm.schedule == generic["algorithm"]["schedule"]
+    assert c.algo.policy.init_noise_std == generic["policy"]["init_noise_std"]
+    assert c.training.replay_queue_size == GENERIC["training"]["replay_queue_size"]
+    assert c.algo.num_envs != AppoConfig().algo.num_envs
 
 
 @pytest.mark.parametrize("task", sorted(PRESETS))
@@ -299,7 +314,7 @@ def test_non_config_env_vars_allowed():
     """APPO_LOG_FORMAT/APPO_LOG_LEVEL and non-APPO variables are accepted and do not change the config."""
     c = load_config(extra=NO_PRESET,
                     environ={"APPO_LOG_FORMAT": "json", "APPO_LOG_LEVEL": "DEBUG", "HOME": "/x", "NUM_ENVS": "3"})
-    assert c == AppoConfig(task="ant_custom")
+    assert c == load_config(extra=NO_PRESET, environ={})
 
 
 def test_refuse_wrong_type():
@@ -399,7 +414,7 @@ def test_refuse_yaml_syntax_error(tmp_path):
 def test_empty_yaml_is_no_values(tmp_path):
     """An empty YAML file contributes nothing."""
     f = _yaml(tmp_path, "")
-    assert load_config(config_file=f, extra=NO_PRESET, environ={}) == AppoConfig(task="ant_custom")
+    assert load_config(config_file=f, extra=NO_PRESET, environ={}, base={}) == AppoConfig(task="ant_custom")
 
 
 def test_config_error_is_value_error():
@@ -434,7 +449,7 @@ def test_round_trip_through_yaml(tmp_path):
 
 def test_config_from_dict_applies_no_preset_or_env():
     """config_from_dict rebuilds only what it is given: no preset, no environment."""
-    c = load_config(extra=NO_PRESET, environ={})
+    c = load_config(extra=NO_PRESET, environ={}, base={})
     d = c.to_dict()
     d["task"] = "hopper"  # has a preset, but the saved values must be kept
     back = config_from_dict(d)
@@ -458,7 +473,7 @@ def test_env_read_only_from_environ_argument(monkeypatch):
     monkeypatch.setenv("APPO_ALGO__NUM_ENVS", "7")
     monkeypatch.setenv("APPO_ALGO__NUM_ENVZ", "7")  # would be refused if read
     c = load_config(extra=NO_PRESET, environ={})
-    assert c.algo.num_envs == 2048
+    assert c.algo.num_envs == GENERIC["algo"]["num_envs"]
     c = load_config(extra=NO_PRESET, environ={"APPO_ALGO__NUM_ENVS": "5"})
     assert c.algo.num_envs == 5
 
@@ -498,5 +513,14 @@ def test_sources_do_not_leak_between_calls(tmp_path):
     load_config(config_file=f, extra={"task": "hopper"}, environ={"APPO_ALGO__SEED": "9"})
     with pytest.raises(ConfigError):
         load_config(overrides=["algo.num_envs=0"], config_file=f, extra={"task": "hopper"}, environ={})
-    assert load_config(extra=NO_PRESET, environ={}) == AppoConfig(task="ant_custom")
+    assert load_config(extra=NO_PRESET, environ={}, base={}) == AppoConfig(task="ant_custom")
     assert config_from_dict({"task": "hopper"}).algo.num_envs == 2048
+
+
+def test_half_cheetah_preset_does_not_follow_generic():
+    """half_cheetah keeps its own tuning (adaptive lr, std 0.5, 2 epochs, gamma 0.98), whatever GENERIC holds."""
+    c = load_config(extra={"task": "half_cheetah"}, environ={})
+    alg = c.algo.algorithm
+    assert (alg.schedule, alg.desired_kl, alg.num_learning_epochs, alg.gamma) == ("adaptive", 0.02, 2, 0.98)
+    assert (c.algo.policy.init_noise_std, c.algo.policy.activation) == (0.5, "relu")
+    assert c.training.precision == "auto"

@@ -79,9 +79,10 @@ before = threading.Thread(target=stop.wait); before.start()
 base = os.getpriority(os.PRIO_PROCESS, 0)
 lower_priority(3)
 after = threading.Thread(target=stop.wait); after.start()
-nices = {int(p.read_text().rsplit(")", 1)[1].split()[16]) for p in Path("/proc/self/task").glob("*/stat")}
+tasks = list(Path("/proc/self/task").glob("*/stat"))  # listed before stop.set(), while both threads run
+nices = {int(p.read_text().rsplit(")", 1)[1].split()[16]) for p in tasks}
 stop.set()
-print(base, len(list(Path("/proc/self/task").iterdir())), sorted(nices))
+print(base, len(tasks), sorted(nices))
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     out = proc.stdout.split(maxsplit=2)
