@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import gymnasium
@@ -135,6 +136,39 @@ def test_gym_adapter_maps_auto_reset_to_step_result():
     assert np.array_equal(r.final_obs[1:], [[3, -1], [3, 0]]) and np.array_equal(r.obs[1:], [[0, 0], [0, 0]])
     assert np.array_equal(r.final_critic, r.final_obs) and np.array_equal(r.obs[0], [1, 1])
     env.close()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gym_adapter_on_threads_keeps_auto_reset_and_uses_them(threads):
+    """On 2 threads the copies step on two threads (one on 1) and keep the auto-reset contract."""
+    env = make_env(f"gym:{COUNTER_ID}", 3, threads, seed=0)
+    env.reset()
+    actions = np.array([[1.0], [-1.0], [0.0]], np.float32)
+    idents = set()
+    for inner in env._envs:
+        step = inner.unwrapped.step
+        inner.unwrapped.step = lambda a, step=step: (idents.add(threading.get_ident()), step(a))[1]
+    ended = [env.step(actions).terminated.tolist() for _ in range(3)]
+    assert ended == [[False] * 3, [True, False, False], [False, True, False]]
+    assert env._result.truncated.tolist() == [False, False, True]
+    assert len(idents) == threads
+    env.close()
+
+
+def test_gym_walker_data_is_the_same_on_one_or_two_threads():
+    """gym:Walker2d-v5 (real MuJoCo): a seed gives the same observations, rewards and ends on 1 and 2 threads."""
+    actions = np.random.default_rng(0).uniform(-1, 1, (60, 8, 6)).astype(np.float32)
+    runs = []
+    for threads in (1, 2):
+        with make_env("gym:Walker2d-v5", 8, threads, seed=11, max_episode_steps=25) as env:
+            obs = [env.reset()[0]]
+            for a in actions:
+                r = env.step(a)
+                obs.append(np.concatenate([r.obs, r.final_obs, r.rewards[:, None], r.terminated[:, None],
+                                           r.truncated[:, None]], axis=1))
+            runs.append(np.stack(obs[1:]))
+    assert runs[0][..., -1].any(), "no copy reached the time limit: the test would not see a reset"
+    np.testing.assert_array_equal(runs[0], runs[1])
 
 
 def test_gym_pendulum_spec_and_time_limit_override():
