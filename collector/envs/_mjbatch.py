@@ -22,6 +22,7 @@ import ctypes as C
 import glob
 import os
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import mujoco
@@ -161,20 +162,27 @@ class NativeBatch:
             raise ValueError(f"mjModel field {name!r} cannot be expanded as mjtNum")
         return np.ctypeslib.as_array(C.cast(addr, C.POINTER(C.c_double)), shape=(self.nsim, size.value))
 
-    def step(self, nstep: int, ids: np.ndarray | None = None, stage: int = STAGE_NONE) -> None:
-        """nstep mj_steps, then the stages of mj_forward up to `stage` at the new state."""
+    def step(self, nstep: int, ids: np.ndarray | None = None, stage: int = STAGE_NONE,
+             after_substep: Callable[[int], None] | None = None) -> None:
+        """nstep mj_steps, then the stages of mj_forward up to `stage` at the new state.
+
+        after_substep(k), when given, runs after substep k (0-based) of every simulation, each
+        substep then its own native call: for a task that reads sensors at every substep.
+        """
         self._check_idle()
-        self._step(nstep, ids, stage)
+        self._step(nstep, ids, stage, after_substep)
 
-    def step_async(self, nstep: int, stage: int = STAGE_NONE) -> None:
-        """Start `step(nstep, stage=stage)` of every simulation on a helper thread and return at once.
+    def step_async(self, nstep: int, stage: int = STAGE_NONE,
+                   after_substep: Callable[[int], None] | None = None) -> None:
+        """Start `step(nstep, stage=stage, after_substep=...)` of every simulation on a helper thread
+        and return at once.
 
-        The GIL is released for the whole native call; `wait()` joins it (and raises its error).
+        The GIL is released for each native call; `wait()` joins it (and raises its error).
         """
         self._check_idle()
         if self._worker is None:
             self._worker = make_stepper()
-        self._pending = self._worker.submit(self._step, nstep, None, stage)
+        self._pending = self._worker.submit(self._step, nstep, None, stage, after_substep)
 
     def wait(self) -> None:
         """Block until the step started by `step_async` is done (no-op when none is)."""
@@ -182,9 +190,15 @@ class NativeBatch:
         if pending is not None:
             pending.result()
 
-    def _step(self, nstep: int, ids: np.ndarray | None, stage: int) -> None:
+    def _step(self, nstep: int, ids: np.ndarray | None, stage: int,
+              after_substep: Callable[[int], None] | None = None) -> None:
         ptr, n = _ids_arg(ids)
-        self._check(_LIB.mjb_step(self._b, ptr, n, nstep, stage))
+        if after_substep is None:
+            self._check(_LIB.mjb_step(self._b, ptr, n, nstep, stage))
+            return
+        for k in range(nstep):
+            self._check(_LIB.mjb_step(self._b, ptr, n, 1, stage if k == nstep - 1 else STAGE_NONE))
+            after_substep(k)
 
     def forward(self, stage: int, ids: np.ndarray | None = None) -> None:
         """Compute stages up to `stage`; STAGE_NONE only refreshes the outputs (persistent batch)."""

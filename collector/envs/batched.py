@@ -76,6 +76,9 @@ class BatchedEnv(ABC):
     # Stages of mj_forward recomputed at the new state after each step (mjtStage):
     # mjSTAGE_VEL makes positions, velocities and their sensors current.
     step_stage: int = STAGE_NONE
+    # A task that reads sensors at every physics substep defines `_after_substep(self, k)`: each
+    # substep is then its own native call, followed by the hook (on the thread that steps).
+    _after_substep = None
 
     def __init__(self, num_envs: int, num_threads: int, seed: int,
                  max_episode_steps: int | None = None, stepper: ThreadPoolExecutor | None = None):
@@ -121,7 +124,7 @@ class BatchedEnv(ABC):
         Returns the env's one StepResult, refilled in place by every call.
         """
         self._begin_step(actions)
-        self._sim.step(self.frame_skip, stage=self.step_stage)
+        self._sim.step(self.frame_skip, stage=self.step_stage, after_substep=self._after_substep)
         return self._finish_step()
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -131,7 +134,7 @@ class BatchedEnv(ABC):
         the env in between; the last StepResult stays readable until then.
         """
         self._begin_step(actions)
-        self._sim.step_async(self.frame_skip, stage=self.step_stage)
+        self._sim.step_async(self.frame_skip, stage=self.step_stage, after_substep=self._after_substep)
 
     def step_wait(self) -> StepResult:
         """Finish the step `step_async` started; returns what `step` would have."""

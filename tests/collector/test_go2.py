@@ -12,6 +12,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
+from rotations import quat, rot
 
 from collector.envs import make_env
 from collector.envs.go2 import model as go2_model
@@ -37,19 +38,6 @@ def env():
     e.reset()
     yield e
     e.close()
-
-
-def _quat(axis, angle: float) -> np.ndarray:
-    axis = np.asarray(axis, float) / np.linalg.norm(axis)
-    return np.concatenate([[math.cos(angle / 2)], math.sin(angle / 2) * axis])
-
-
-def _rot(q: np.ndarray) -> np.ndarray:
-    """Rotation matrix of a unit quaternion (w, x, y, z), written out."""
-    w, x, y, z = q
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
 
 def _state(n: int, z: float = 1.0, quat=(1, 0, 0, 0)) -> tuple[np.ndarray, np.ndarray]:
@@ -144,9 +132,9 @@ def test_model_collision_geoms_sensors_and_visual_geometry(model):
 def test_observation_gyro_and_projected_gravity_for_a_known_rotation():
     """Gyro is the body-frame angular velocity; projected gravity is R^T (0, 0, -1) for the base rotation."""
     e = make_env(TASK, 3, 1, seed=0)
-    quats = [_quat([1, 0, 0], math.radians(30)),            # roll: gravity (0, -0.5, -0.866)
-             _quat([0, 1, 0], math.radians(30)),            # pitch nose down: gravity (0.5, 0, -0.866)
-             _quat([0.3, -0.5, 0.8], 1.1)]
+    quats = [quat([1, 0, 0], math.radians(30)),            # roll: gravity (0, -0.5, -0.866)
+             quat([0, 1, 0], math.radians(30)),            # pitch nose down: gravity (0.5, 0, -0.866)
+             quat([0.3, -0.5, 0.8], 1.1)]
     qpos, qvel = _state(3)
     qpos[:, 3:7] = quats
     qvel[:, 3:6] = [[0.3, -0.2, 0.1], [1.0, 0.0, 0.0], [-0.4, 0.7, 2.0]]  # free-joint angular velocity: body frame
@@ -154,7 +142,7 @@ def test_observation_gyro_and_projected_gravity_for_a_known_rotation():
     obs, _ = e.observe()
     np.testing.assert_allclose(obs[:2, OBS_SLICES["projected_gravity"]],
                                [[0, -0.5, -math.sqrt(3) / 2], [0.5, 0, -math.sqrt(3) / 2]], atol=OBS_ATOL)
-    np.testing.assert_allclose(obs[2, OBS_SLICES["projected_gravity"]], _rot(quats[2]).T @ [0, 0, -1],
+    np.testing.assert_allclose(obs[2, OBS_SLICES["projected_gravity"]], rot(quats[2]).T @ [0, 0, -1],
                                atol=OBS_ATOL)
     np.testing.assert_allclose(obs[:, OBS_SLICES["gyro"]], qvel[:, 3:6], atol=OBS_ATOL)
     e.close()
@@ -201,11 +189,11 @@ def test_critic_adds_body_frame_linear_velocity_for_known_root_velocity_and_yaw(
     """The critic's extra 3 are the IMU's body-frame velocity: R^T v, plus w x r_imu when turning."""
     e = make_env(TASK, 3, 1, seed=0)
     qpos, qvel = _state(3)
-    qpos[0, 3:7] = _quat([0, 0, 1], math.pi / 2)
+    qpos[0, 3:7] = quat([0, 0, 1], math.pi / 2)
     qvel[0, :3] = [1.0, 0.0, 0.0]                    # world +x seen from a base facing +y: body -y
-    qpos[1, 3:7] = _quat([0, 0, 1], math.radians(-30))
+    qpos[1, 3:7] = quat([0, 0, 1], math.radians(-30))
     qvel[1, :3] = [0.5, 0.2, -0.3]
-    qpos[2, 3:7] = _quat([1, 2, 3], 0.7)
+    qpos[2, 3:7] = quat([1, 2, 3], 0.7)
     qvel[2, :3] = [0.1, -0.4, 0.2]
     qvel[2, 3:6] = [0.5, -1.0, 1.5]
     e.set_state(qpos, qvel)
@@ -214,7 +202,7 @@ def test_critic_adds_body_frame_linear_velocity_for_known_root_velocity_and_yaw(
     c, s = math.cos(math.radians(-30)), math.sin(math.radians(-30))
     np.testing.assert_allclose(critic[1, CRITIC_LINVEL], [c * 0.5 + s * 0.2, -s * 0.5 + c * 0.2, -0.3],
                                atol=OBS_ATOL)
-    expected = _rot(qpos[2, 3:7]).T @ qvel[2, :3] + np.cross(qvel[2, 3:6], IMU_POS)
+    expected = rot(qpos[2, 3:7]).T @ qvel[2, :3] + np.cross(qvel[2, 3:6], IMU_POS)
     np.testing.assert_allclose(critic[2, CRITIC_LINVEL], expected, atol=OBS_ATOL)
     np.testing.assert_array_equal(critic[:, :49], obs)
     e.close()
@@ -242,7 +230,7 @@ def test_observation_after_a_step_describes_the_state_the_step_reached():
 def test_velocity_height_and_posture_rewards_on_a_hand_built_state(env):
     """Tracking, lin_vel_z, ang_vel_xy, base_height, similar_to_default equal their formula * weight * dt."""
     yaw = 0.4
-    qpos, qvel = _state(4, z=0.42, quat=_quat([0, 0, 1], yaw))
+    qpos, qvel = _state(4, z=0.42, quat=quat([0, 0, 1], yaw))
     v_world, w_body = np.array([0.8, -0.3, 0.25]), np.array([0.3, -0.6, 0.7])
     qvel[:, :3], qvel[:, 3:6] = v_world, w_body
     dq = np.array([0.1, -0.2, 0.05, 0.0, 0.3, -0.1, 0.0, 0.0, 0.2, -0.05, 0.1, 0.0])
@@ -336,12 +324,12 @@ def test_termination_beyond_60_degrees_of_tilt_and_not_below():
     qpos, qvel = _state(4)
     axes = [[1, 0, 0], [1, 1, 0], [0, 1, 0], [-1, 2, 0]]
     angles = [59.9, 59.9, 60.1, 60.1]
-    qpos[:, 3:7] = [_yawed(_quat(a, math.radians(d)), 1.0 + i)
+    qpos[:, 3:7] = [_yawed(quat(a, math.radians(d)), 1.0 + i)
                     for i, (a, d) in enumerate(zip(axes, angles, strict=True))]
     e.set_state(qpos, qvel)
     _, terminated = e.evaluate()
     np.testing.assert_array_equal(terminated, [False, False, True, True])
-    qpos[:, 3:7] = [_quat([1, 0, 0], math.radians(d)) for d in (45, 50, 75, 80)]
+    qpos[:, 3:7] = [quat([1, 0, 0], math.radians(d)) for d in (45, 50, 75, 80)]
     e.set_state(qpos, qvel)
     res = e.step(np.zeros((4, 12), np.float32))
     np.testing.assert_array_equal(res.terminated, [False, False, True, True])
@@ -353,7 +341,7 @@ def test_termination_beyond_60_degrees_of_tilt_and_not_below():
 
 def _yawed(q: np.ndarray, yaw: float) -> np.ndarray:
     """q followed by a yaw about the world z axis (tilt unchanged)."""
-    y = _quat([0, 0, 1], yaw)
+    y = quat([0, 0, 1], yaw)
     w1, x1, y1, z1 = y
     w2, x2, y2, z2 = q
     return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
