@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     limit_inference_threads(backend)
 
     from collector.envs import make_collector_env  # MuJoCo import after argument errors are reported
+    from collector.envs.g1.motion import ClipError
     from collector.rollout import Collector
     from collector.status import start_collector_status
 
@@ -118,7 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot connect: {exc}", file=sys.stderr)
         return 2
     seed = cfg.algo.seed + 1000 * (args.collector_id + 1)
-    env = make_collector_env(cfg.task, cfg.algo.num_envs, threads, seed)
+    try:
+        env = make_collector_env(cfg.task, cfg.algo.num_envs, threads, seed,
+                                 motion_file=cfg.task_options.motion_file or None)
+    except ClipError as exc:  # task_options.motion_file missing or refused
+        channel.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     log.info("collector started", task=cfg.task, num_envs=cfg.algo.num_envs, threads=threads, id=args.collector_id,
              inference=backend, nice=nice)
     collector = Collector(cfg, env, channel, stop, seed)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -222,6 +222,19 @@ class TransportConfig(_Section):
         return v
 
 
+class TaskOptionsConfig(_Section):
+    """task_options: inputs a task needs beyond its name (`task` itself is the task name)."""
+
+    motion_file: str = Field(
+        "", description="Reference motion clip (.npz, BeyondMimic layout, 50 fps) of g1_motion_tracking, which "
+        "requires it; other tasks ignore it. Check a clip with appo-motion check CLIP.npz.",
+    )
+
+
+# Tasks that cannot run without task_options.motion_file.
+MOTION_TASKS = ("g1_motion_tracking",)
+
+
 class AppoConfig(BaseSettings):
     """Everything a run needs; printed and saved as config.yaml in the run directory."""
 
@@ -235,6 +248,13 @@ class AppoConfig(BaseSettings):
     algo: AlgoConfig = AlgoConfig()
     training: TrainingConfig = TrainingConfig()
     transport: TransportConfig = TransportConfig()
+    task_options: TaskOptionsConfig = TaskOptionsConfig()
+
+    @model_validator(mode="after")
+    def _motion_file_given(self) -> AppoConfig:
+        if self.task in MOTION_TASKS and not self.task_options.motion_file:
+            raise ValueError(f"task {self.task} needs task_options.motion_file (a .npz motion clip)")
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -346,7 +366,9 @@ def _format_error(exc: ValidationError) -> str:
     keys = _all_keys(AppoConfig)
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
+        if not loc:  # a check across keys (model validator): its message names them
+            lines.append(err["msg"].removeprefix("Value error, "))
+        elif err["type"] == "extra_forbidden":
             guess = difflib.get_close_matches(loc, keys, n=1)
             hint = f"; did you mean {guess[0]}?" if guess else ""
             lines.append(f"{loc}: unknown key{hint}")

@@ -42,6 +42,11 @@ TASK_SPECS: dict[str, TaskSpec] = {
                  ("track_linear_velocity", "track_angular_velocity", "upright", "pose", "body_ang_vel",
                   "angular_momentum", "dof_pos_limits", "action_rate_l2", "air_time", "foot_clearance",
                   "foot_swing_height", "foot_slip", "soft_landing", "self_collisions")),
+        # Unitree G1 motion tracking (mjlab's Tracking-Flat-Unitree-G1, collector/envs/g1/tracking.py): a reference
+        # clip (config task_options.motion_file) followed for 10 s; the critic adds the tracked bodies' poses.
+        TaskSpec("g1_motion_tracking", 160, 286, 29, 500, 0.02,
+                 ("motion_global_root_pos", "motion_global_root_ori", "motion_body_pos", "motion_body_ori",
+                  "motion_body_lin_vel", "motion_body_ang_vel", "action_rate_l2", "joint_limit", "self_collisions")),
     )
 }
 

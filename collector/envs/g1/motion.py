@@ -297,7 +297,7 @@ def clip_stats(clip: MotionClip, model: mujoco.MjModel | None = None) -> ClipSta
 # ------------------------------------------------------------------ building and writing
 
 
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product of w, x, y, z quaternions [..., 4]."""
     aw, ax, ay, az = np.moveaxis(a, -1, 0)
     bw, bx, by, bz = np.moveaxis(b, -1, 0)
@@ -312,7 +312,7 @@ def world_angular_velocity(quat: np.ndarray, dt: float) -> np.ndarray:
     behind = np.concatenate([quat[:1], quat[:-1]])
     steps = np.full(len(quat), 2.0)
     steps[[0, -1]] = 1.0
-    rel = _quat_mul(ahead, behind * np.array([1.0, -1.0, -1.0, -1.0]))
+    rel = quat_mul(ahead, behind * np.array([1.0, -1.0, -1.0, -1.0]))
     rel *= np.where(rel[..., :1] < 0, -1.0, 1.0)  # q and -q are one rotation: take the short way
     sin_half = np.linalg.norm(rel[..., 1:], axis=-1, keepdims=True)
     angle = 2.0 * np.arctan2(sin_half, rel[..., :1])

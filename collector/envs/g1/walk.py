@@ -43,7 +43,9 @@ Every number of that configuration is a constant below.  Choices it leaves open,
   and body_ipos: MuJoCo copies row i into the model before simulating env i), encoder bias per
   joint.  Pushes add a world-frame velocity (linear and angular; qvel's angular part is in the
   pelvis frame, so R^T is applied) when an env's U(1, 3) s timer runs out; its sensors are
-  recomputed so the observation shows the pushed state.
+  recomputed so the observation shows the pushed state.  What this task shares with
+  g1_motion_tracking (model, actions, soft limits, self-collisions, pushes, randomisation) is
+  G1Env in base.py.
 - air_time has weight 0 in mjlab's G1 config: the term is listed (and reported) but is always 0.
 - Termination also covers a non-finite state (never triggered by a healthy simulation).
 - njmax 300 and contact_sensor_maxmatch 64 size mujoco_warp's fixed GPU buffers; CPU MuJoCo sizes
@@ -58,12 +60,17 @@ import mujoco
 import numpy as np
 
 from collector.envs._mjbatch import STAGE_VEL
-from collector.envs.batched import BatchedEnv
-from collector.envs.g1.model import FEET, build_xml, joint_names
+from collector.envs.g1.base import (
+    DECIMATION,
+    G1Env,
+    count_self_collisions,
+    noise_bounds,
+    projected_gravity,
+    rotate_inv,
+    sensor_slice,
+)
+from collector.envs.g1.model import FEET, joint_names
 
-DECIMATION = 4
-ACTION_SCALE_FACTOR = 0.25  # scale_j = 0.25 * effort_j / kp_j
-SOFT_LIMIT_FACTOR = 0.9
 # Observation noise bounds (actor only): uniform in [-b, b].
 NOISE = {"base_lin_vel": 0.5, "base_ang_vel": 0.2, "projected_gravity": 0.05, "joint_pos": 0.01,
          "joint_vel": 1.5}
@@ -110,18 +117,15 @@ RUN_SIGMA = {"hip_pitch": 0.5, "hip_roll": 0.2, "hip_yaw": 0.2, "knee": 0.6, "an
              "shoulder_roll": 0.2, "shoulder_yaw": 0.15, "elbow": 0.35, "wrist": 0.3}
 CLEARANCE_TARGET = 0.1
 SWING_HEIGHT_TARGET = 0.1
-SELF_COLLISION_FORCE = 10.0
 MAX_TILT_DEG = 70.0
 # Reset.
 ROOT_HEIGHT = 0.76
 RESET_XY = (-0.5, 0.5)
 RESET_Z = (0.01, 0.05)
 RESET_YAW = (-3.14, 3.14)
-# Domain randomisation.
-FOOT_FRICTION = (0.3, 1.2)
+# Domain randomisation (foot friction U(0.3, 1.2) and the push interval U(1, 3) s: base.py).
 ENCODER_BIAS = (-0.015, 0.015)
 TORSO_COM_OFFSET = ((-0.025, 0.025), (-0.025, 0.025), (-0.03, 0.03))  # x, y, z
-PUSH_INTERVAL_S = (1.0, 3.0)
 PUSH_VEL = ((-0.5, 0.5), (-0.5, 0.5), (-0.4, 0.4), (-0.52, 0.52), (-0.52, 0.52), (-0.78, 0.78))  # world v, w
 
 # Observation layout (actor, 99); the critic has the same terms (joint_pos unbiased) then CRITIC_SLICES.
@@ -141,45 +145,33 @@ CRITIC_SLICES = {
     "foot_contact_forces": slice(105, 111),  # left xyz, right xyz
 }
 
-# Sensors this task adds to the robot's (model.py): foot kinematics, torso frame, contacts.
-_TASK_SENSORS = "\n".join(
+# Sensors this task adds to the robot's (model.py): foot kinematics, torso frame, foot contacts.
+_TASK_SENSORS = tuple(
     [f'    <framepos name="{f}_pos" objtype="site" objname="{f}"/>' for f in FEET]
     + [f'    <framelinvel name="{f}_linvel" objtype="site" objname="{f}"/>' for f in FEET]
     + ['    <framezaxis name="torso_upvector" objtype="body" objname="world" reftype="xbody" refname="torso_link"/>',
        '    <frameangvel name="torso_angvel" objtype="xbody" objname="torso_link"/>']
     + [f'    <contact name="{f}_contact" subtree1="{f.split("_")[0]}_ankle_roll_link" geom2="floor"'
-       ' data="found force" reduce="netforce" num="1"/>' for f in FEET]
-    + ['    <contact name="self_collision" subtree1="pelvis" subtree2="pelvis" data="force" reduce="maxforce"'
-       ' num="1"/>'])
+       ' data="found force" reduce="netforce" num="1"/>' for f in FEET])
 
 
-class G1WalkFlat(BatchedEnv):
+class G1WalkFlat(G1Env):
     """G1 velocity tracking on flat ground (mjlab's Velocity-Flat-Unitree-G1); see the module docstring."""
 
     task = "g1_walk_flat"
-    frame_skip = DECIMATION
-    step_stage = STAGE_VEL
+    task_sensors = _TASK_SENSORS
+    encoder_bias_range = ENCODER_BIAS
+    torso_com_offset_range = TORSO_COM_OFFSET
+    push_vel = PUSH_VEL
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         n, m = self.num_envs, self.model
         nj = m.nu
-        self.noise = True  # actor observation noise (mjlab's corruption); False for play/tests
-        self.init_qpos = m.key_qpos[0].copy()
-        self.default_joint_pos = self.init_qpos[7:].copy()
-        self.action_scale = ACTION_SCALE_FACTOR * m.actuator_forcerange[:, 1] / m.actuator_gainprm[:, 0]
-        low, high = m.jnt_range[1:, 0], m.jnt_range[1:, 1]
-        mid, half = (low + high) / 2, SOFT_LIMIT_FACTOR * (high - low) / 2
-        self.soft_limits = np.stack([mid - half, mid + half], axis=1)
         kinds = [_joint_kind(j) for j in joint_names()]
         self._sigma = np.array([np.full(nj, STAND_SIGMA), [WALK_SIGMA[k] for k in kinds],
                                 [RUN_SIGMA[k] for k in kinds]])
-        self._noise_bound = np.zeros(self.spec.obs_dim)
-        for name, bound in NOISE.items():
-            self._noise_bound[OBS_SLICES[name]] = bound
-        # Actions.
-        self.last_actions = np.zeros((n, nj))
-        self._prev_actions = np.zeros((n, nj))
+        self._noise_bound = noise_bounds(self.spec.obs_dim, NOISE, OBS_SLICES)
         # Command.
         self.global_step = 0
         self.commands = np.zeros((n, 3))
@@ -188,7 +180,6 @@ class G1WalkFlat(BatchedEnv):
         self.is_standing = np.zeros(n, bool)
         self.is_forward = np.zeros(n, bool)
         self.command_time_left = np.zeros(n)
-        self.push_time_left = np.zeros(n)
         # Feet: per foot (left, right).
         self.foot_contact = np.zeros((n, 2), bool)
         self.first_contact = np.zeros((n, 2), bool)
@@ -196,26 +187,10 @@ class G1WalkFlat(BatchedEnv):
         self.air_substeps = np.zeros((n, 2), np.int64)
         self.contact_substeps = np.zeros((n, 2), np.int64)
         self.peak_height = np.zeros((n, 2))
-        self.self_collision_count = np.zeros(n, np.int64)
-        # Per-substep reads of the contact sensors.
+        # Per-substep reads of the foot contact sensors.
         self._sub_found = np.zeros((DECIMATION, n, 2))
-        self._sub_self_force = np.zeros((DECIMATION, n, 3))
-        self._sensordata = self._sim.output("sensordata")
         self._cols = _sensor_columns(m)
         self._clean = np.zeros((n, self.spec.obs_dim))  # the noise-free, unbiased actor terms (critic's first 99)
-        self._probe_terms = {name: np.zeros(n) for name in self.spec.reward_terms}
-        self._probe_terminated = np.zeros(n, bool)
-        # Startup domain randomisation, one draw per env.
-        self.foot_friction = self.rng.uniform(*FOOT_FRICTION, n)
-        self.encoder_bias = self.rng.uniform(*ENCODER_BIAS, (n, nj))
-        self.torso_com_offset = np.stack([self.rng.uniform(lo, hi, n) for lo, hi in TORSO_COM_OFFSET], axis=1)
-        foot_geoms = [i for i in range(m.ngeom) if m.geom(i).name.startswith(FEET) and
-                      m.geom(i).name.endswith("_collision")]
-        self.foot_geoms = np.array(foot_geoms)
-        friction = self._sim.expand("geom_friction").reshape(n, m.ngeom, 3)
-        friction[:, self.foot_geoms, 0] = self.foot_friction[:, None]
-        ipos = self._sim.expand("body_ipos").reshape(n, m.nbody, 3)
-        ipos[:, m.body("torso_link").id] += self.torso_com_offset
 
     # ------------------------------------------------------------------ public
 
@@ -231,26 +206,10 @@ class G1WalkFlat(BatchedEnv):
         self.is_standing[:] = False
         self.refresh()
 
-    def refresh(self) -> None:
-        """Recompute the current observations (after changing `commands`, `noise` or foot data by hand)."""
-        r = self._result
-        self._fill_obs(r.obs, slice(None))
-        self._fill_critic(r.critic, slice(None))
-
     def velocity_tracking(self) -> tuple[np.ndarray, np.ndarray]:
         """(commanded, measured) [N, 3] pelvis-frame (vx, vy, yaw rate) of the current state, for appo-eval."""
-        v = _rotate_inv(self.qpos[:, 3:7], self.qvel[:, :3])
+        v = rotate_inv(self.qpos[:, 3:7], self.qvel[:, :3])
         return self.commands.copy(), np.concatenate([v[:, :2], self.qvel[:, 5:6]], axis=1)
-
-    def evaluate(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """Copies of the weighted reward terms and termination flags of the current state and foot data.
-
-        What step() would report had the physics just arrived here; changes no state.
-        """
-        self._check_open()
-        self._rewards(self._probe_terms)
-        self._terminated(self._probe_terminated)
-        return {k: v.copy() for k, v in self._probe_terms.items()}, self._probe_terminated.copy()
 
     def curriculum_ranges(self) -> tuple[tuple[float, float], tuple[float, float]]:
         """(vx range, wz range) of the command curriculum at the current `global_step`."""
@@ -258,12 +217,6 @@ class G1WalkFlat(BatchedEnv):
         return stage[1], stage[2]
 
     # ------------------------------------------------------------- task hooks
-
-    def _make_model(self) -> mujoco.MjModel:
-        xml = build_xml()
-        if xml.count("  </sensor>") != 1:
-            raise RuntimeError("the G1 MJCF has no single <sensor> section to extend")
-        return mujoco.MjModel.from_xml_string(xml.replace("  </sensor>", _TASK_SENSORS + "\n  </sensor>"))
 
     def _sample_reset(self, n):
         qpos = np.tile(self.init_qpos, (n, 1))
@@ -279,23 +232,14 @@ class G1WalkFlat(BatchedEnv):
     def _after_reset(self, ids):
         rows = slice(None) if ids is None else ids
         n = self.num_envs if ids is None else len(ids)
-        for arr in (self.last_actions, self._prev_actions, self.foot_force, self.air_substeps,
-                    self.contact_substeps, self.peak_height, self.self_collision_count):
+        for arr in (self.foot_force, self.air_substeps, self.contact_substeps, self.peak_height):
             arr[rows] = 0
         self.foot_contact[rows] = False
         self.first_contact[rows] = False
-        self.push_time_left[rows] = self.rng.uniform(*PUSH_INTERVAL_S, n)
+        self._reset_actions_and_timers(rows, n)
         self._resample_commands(np.arange(self.num_envs) if ids is None else ids)
         self._update_commands(rows)
         self._sim.forward(STAGE_VEL, ids)  # sensors of the state just written
-
-    def _apply_actions(self, actions):
-        np.copyto(self._prev_actions, self.last_actions)
-        np.copyto(self.last_actions, actions)
-        # target = a * scale + default - encoder bias; no clipping; held for the 4 substeps.
-        np.multiply(self.last_actions, self.action_scale, out=self._ctrl)
-        self._ctrl += self.default_joint_pos
-        self._ctrl -= self.encoder_bias
 
     def _after_physics(self):
         self.global_step += 1
@@ -321,8 +265,7 @@ class G1WalkFlat(BatchedEnv):
         clean[rows, OBS_SLICES["command"]] = self.commands[rows]
         obs = clean[rows].copy()  # a view for slice(None): the critic keeps the unbiased, clean terms
         obs[:, OBS_SLICES["joint_pos"]] += self.encoder_bias[rows]
-        if self.noise:
-            obs += self.rng.uniform(-1.0, 1.0, obs.shape) * self._noise_bound
+        self._add_noise(obs, self._noise_bound)
         out[rows] = obs
 
     def _fill_critic(self, out, rows):
@@ -345,8 +288,8 @@ class G1WalkFlat(BatchedEnv):
 
     def _after_substep(self, k: int) -> None:
         """Record substep k's foot contacts and self-contact forces (BatchedEnv's per-substep hook)."""
+        super()._after_substep(k)
         self._sub_found[k] = self._sensordata[:, self._cols["foot_found"]]
-        self._sub_self_force[k] = self._sensordata[:, self._cols["self_force"]]
 
     # ---------------------------------------------------------------- rewards
 
@@ -354,7 +297,7 @@ class G1WalkFlat(BatchedEnv):
         sd, c, dt = self._sensordata, self._cols, self.dt
         cmd = self.commands
         quat = self.qpos[:, 3:7]
-        v = _rotate_inv(quat, self.qvel[:, :3])  # root link velocity, pelvis frame
+        v = rotate_inv(quat, self.qvel[:, :3])  # root link velocity, pelvis frame
         w = self.qvel[:, 3:6]                    # free joint angular velocity: pelvis frame
         e_lin = np.sum((cmd[:, :2] - v[:, :2]) ** 2, axis=1) + v[:, 2] ** 2
         np.exp(-e_lin / LIN_VEL_SIGMA_SQ, out=terms["track_linear_velocity"])
@@ -369,11 +312,8 @@ class G1WalkFlat(BatchedEnv):
         w_torso = sd[:, c["torso_angvel"]]
         np.sum(w_torso[:, :2] ** 2, axis=1, out=terms["body_ang_vel"])
         np.sum(sd[:, c["root_angmom"]] ** 2, axis=1, out=terms["angular_momentum"])
-        below = np.clip(q - self.soft_limits[:, 0], None, 0.0)
-        above = np.clip(q - self.soft_limits[:, 1], 0.0, None)
-        np.sum(above - below, axis=1, out=terms["dof_pos_limits"])
-        da = self.last_actions - self._prev_actions
-        np.einsum("ij,ij->i", da, da, out=terms["action_rate_l2"])
+        self._joint_limit_excess(terms["dof_pos_limits"])
+        self._action_rate(terms["action_rate_l2"])
         terms["air_time"].fill(0.0)  # weight 0 for the G1
         active = speed > COMMAND_ACTIVE
         h = sd[:, c["foot_z"]]
@@ -394,8 +334,7 @@ class G1WalkFlat(BatchedEnv):
         # Tilt = arccos(-g_z), g the projected gravity; beyond 70 degrees means -g_z < cos(70 deg).
         g_z = projected_gravity(self.qpos[:, 3:7])[:, 2]
         np.less(-g_z, math.cos(math.radians(MAX_TILT_DEG)), out=out)
-        out |= ~np.isfinite(self.qpos).all(axis=1)
-        out |= ~np.isfinite(self.qvel).all(axis=1)
+        self._terminate_non_finite(out)
 
     # ---------------------------------------------------------------- command
 
@@ -432,25 +371,8 @@ class G1WalkFlat(BatchedEnv):
             self._resample_commands(due)
         self._update_commands(slice(None))
 
-    def _push(self) -> None:
-        self.push_time_left -= self.dt
-        due = np.flatnonzero(self.push_time_left <= 0.0)
-        if not len(due):
-            return
-        n = len(due)
-        dv = np.stack([self.rng.uniform(lo, hi, n) for lo, hi in PUSH_VEL], axis=1)
-        self.push_time_left[due] = self.rng.uniform(*PUSH_INTERVAL_S, n)
-        self.qvel[due, :3] += dv[:, :3]
-        self.qvel[due, 3:6] += _rotate_inv(self.qpos[due, 3:7], dv[:, 3:])  # world -> pelvis frame
-        self._sim.forward(STAGE_VEL, due.astype(np.int32))
-
 
 # ------------------------------------------------------------------- helpers
-
-
-def count_self_collisions(force_mag: np.ndarray) -> np.ndarray:
-    """Per env, the substeps (axis 0) whose self-contact force magnitude exceeds 10 N."""
-    return np.sum(force_mag > SELF_COLLISION_FORCE, axis=0)
 
 
 def command_speed(cmd: np.ndarray) -> np.ndarray:
@@ -463,11 +385,6 @@ def posture_regime(speed: np.ndarray) -> np.ndarray:
     return (speed >= WALK_THRESHOLD).astype(np.int64) + (speed >= RUN_THRESHOLD)
 
 
-def projected_gravity(quat: np.ndarray) -> np.ndarray:
-    """[n, 3] gravity direction (0, 0, -1) in the frame of unit quaternions (w, x, y, z) [n, 4]."""
-    return _rotate_inv(quat, np.broadcast_to([0.0, 0.0, -1.0], (len(quat), 3)))
-
-
 def heading_of(quat: np.ndarray) -> np.ndarray:
     """Yaw of the body x axis in the world, atan2(R10, R00)."""
     w, x, y, z = quat.T
@@ -476,13 +393,6 @@ def heading_of(quat: np.ndarray) -> np.ndarray:
 
 def wrap_to_pi(angle: np.ndarray) -> np.ndarray:
     return (angle + math.pi) % (2 * math.pi) - math.pi
-
-
-def _rotate_inv(quat: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """R(q)^T v row by row: v - 2w (u x v) + 2 u x (u x v), q = (w, u)."""
-    w, u = quat[:, :1], quat[:, 1:]
-    uv = np.cross(u, v)
-    return v - 2 * w * uv + 2 * np.cross(u, uv)
 
 
 def _joint_kind(name: str) -> str:
@@ -494,11 +404,7 @@ def _joint_kind(name: str) -> str:
 def _sensor_columns(m: mujoco.MjModel) -> dict[str, object]:
     """sensordata columns of what the task reads: slices for 3-vectors, index arrays for per-foot values."""
     def cols(name: str) -> slice:
-        s = m.sensor(name)
-        return slice(int(s.adr[0]), int(s.adr[0] + s.dim[0]))
-
-    def idx(name: str) -> np.ndarray:
-        return np.arange(cols(name).start, cols(name).stop)
+        return sensor_slice(m, name)
 
     contact = [cols(f"{f}_contact") for f in FEET]  # found, then the net force xyz
     return {
@@ -511,5 +417,4 @@ def _sensor_columns(m: mujoco.MjModel) -> dict[str, object]:
         "foot_z": np.array([cols(f"{f}_pos").start + 2 for f in FEET]),
         "foot_found": np.array([s.start for s in contact]),
         "foot_force": np.concatenate([np.arange(s.start + 1, s.stop) for s in contact]),
-        "self_force": idx("self_collision"),
     }
