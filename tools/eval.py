@@ -4,6 +4,7 @@
     appo-eval --load-run logs/appo/hopper/2025-01-01_12-00-00 --checkpoint 200
     appo-eval --load-run path/to/model_300.pt --episodes 50 --json eval.json
     appo-eval --task half_cheetah --video cheetah.mp4          # + cheetah.png
+    appo-eval --task g1_motion_tracking --json e.json task_options.motion_file=other.npz   # + e_bodies.png
 
 The policy acts with its mean action, its observations normalised with the
 statistics saved in the checkpoint.  Figures over the episode set: mean and std
@@ -12,6 +13,18 @@ time limit without terminating and, for tasks that report commanded and measured
 body velocities (`env.velocity_tracking()`), the RMS error of the xy velocity and
 of the yaw rate.  --video renders env 0's first episode with a camera following
 the robot's root body; --plot draws that episode's velocities.
+
+The G1 tasks run in their play mode: no observation noise and no pushes; for motion
+tracking also no initialisation noise, every episode starting at the
+clip's first frame and lasting one play of the clip (T - 1 steps; a shorter
+--max-episode-steps cuts it).  The clip is the run's `task_options.motion_file`
+(its saved config), or the one given as `task_options.motion_file=CLIP.npz`.
+Motion tracking adds the mean anchor, body and joint position errors over the
+evaluated steps, the mean fraction of the clip played before an episode ended,
+and a bar chart of the mean error per tracked body (--body-plot; by default
+<stem>_bodies.png beside --video, --json or --plot); --video draws the
+reference bodies as translucent green spheres (re-anchored to the robot, as the
+body error compares them) and the clip's own anchor as an orange one.
 """
 
 from __future__ import annotations
@@ -28,13 +41,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from collector.envs.g1.motion import ClipError
 from common.checkpoint_io import CheckpointError, LoadedPolicy, add_checkpoint_args, find_checkpoint, load_policy
+from common.config import AppoConfig, ConfigError, load_config
 from common.cores import usable_cores
 from common.task_spec import UnknownTaskError
-from tools.eval_plot import EpisodeTrace, plot_episode
+from tools.eval_plot import EpisodeTrace, plot_body_errors, plot_episode
 
 # --video and --plot need these (the `tools` extra); plain evaluation does not.
 TOOLS_MODULES = {"matplotlib", "imageio", "imageio_ffmpeg"}
+# The G1 tasks' switches, as their play mode sets them (each task has those it needs).
+PLAY_SETTINGS = {"noise": False, "init_noise": False, "pushes": False, "sampling_mode": "start"}
+# The motion-tracking hook: per-env errors after each step (collector/envs/g1/tracking.py).
+MOTION_ERRORS = ("anchor_pos_error", "body_pos_error", "joint_pos_error")
+MOTION_HOOK = (*MOTION_ERRORS, "body_pos_error_per_body", "clip_progress")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -51,7 +71,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--video-size", default="640x480", metavar="WxH", help="video frame size (default 640x480)")
     p.add_argument("--video-steps", type=int, help="render at most this many steps (default: the whole episode)")
     p.add_argument("--plot", metavar="OUT.png", help="plot env 0's first episode (default with --video: OUT.png)")
+    p.add_argument("--body-plot", metavar="OUT.png",
+                   help="motion tracking: bar chart of the error per body (default: <stem>_bodies.png beside "
+                        "--video, --json or --plot)")
+    p.add_argument("overrides", nargs="*", metavar="task_options.KEY=VALUE",
+                   help="override the run's task options, e.g. task_options.motion_file=clip.npz "
+                        "(default: those in the checkpoint's config, as in the run's config.yaml)")
     args = p.parse_args(argv)
+    for item in args.overrides:
+        if not item.startswith("task_options."):
+            p.error(f"override {item!r}: appo-eval takes task_options.KEY=VALUE only (the policy's other "
+                    "settings are the checkpoint's)")
     for name in ("episodes", "num_envs", "threads", "max_episode_steps", "video_steps"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -62,7 +92,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         except ValueError as exc:
             p.error(str(exc))
         args.plot = args.plot or str(Path(args.video).with_suffix(".png"))
-    for out in (args.video, args.plot, args.json):
+    stem = next((Path(f) for f in (args.video, args.json, args.plot) if f), None)
+    args.body_plot = args.body_plot or (str(stem.with_name(stem.stem + "_bodies.png")) if stem else None)
+    for out in (args.video, args.plot, args.json, args.body_plot):
         if out:  # as any tool that writes a named file: its folder is made, not a late error after the run
             Path(out).parent.mkdir(parents=True, exist_ok=True)
     return args
@@ -81,11 +113,26 @@ class Results:
     sq_err_xy: float = 0.0   # summed over counted (env, step) samples
     sq_err_yaw: float = 0.0
     tracked_samples: int = 0
+    # Motion tracking: anchor, body and joint errors and the per-body errors summed over counted samples.
+    body_names: list[str] = field(default_factory=list)
+    motion_err: np.ndarray = field(default_factory=lambda: np.zeros(len(MOTION_ERRORS)))
+    body_err: np.ndarray | None = None
+    motion_samples: int = 0
+    clip_fractions: list[float] = field(default_factory=list)
 
-    def add_episode(self, ret: float, length: int, timeout: bool) -> None:
+    def add_episode(self, ret: float, length: int, timeout: bool, clip_fraction: float | None = None) -> None:
         self.returns.append(float(ret))
         self.lengths.append(int(length))
         self.timeouts.append(bool(timeout))
+        if clip_fraction is not None:
+            self.clip_fractions.append(float(clip_fraction))
+
+    def add_motion(self, env, rows: np.ndarray) -> None:
+        """Sum the tracking errors of the step just taken over the env rows `rows` (bool [N])."""
+        self.motion_err += [float(getattr(env, name)[rows].sum()) for name in MOTION_ERRORS]
+        per_body = env.body_pos_error_per_body[rows].sum(axis=0)
+        self.body_err = per_body if self.body_err is None else self.body_err + per_body
+        self.motion_samples += int(rows.sum())
 
     def add_tracking(self, commanded: np.ndarray, measured: np.ndarray) -> None:
         err = np.asarray(commanded, np.float64) - np.asarray(measured, np.float64)
@@ -104,6 +151,12 @@ class Results:
         if self.tracked_samples:
             out["velocity_xy_rms_error"] = float(np.sqrt(self.sq_err_xy / self.tracked_samples))
             out["yaw_rate_rms_error"] = float(np.sqrt(self.sq_err_yaw / self.tracked_samples))
+        if self.motion_samples:
+            for name, total in zip(MOTION_ERRORS, self.motion_err, strict=True):
+                out[f"{name}_mean"] = float(total / self.motion_samples)
+            out["clip_fraction_mean"] = float(np.mean(self.clip_fractions))
+            out["body_pos_error_per_body"] = {name: float(total / self.motion_samples)
+                                              for name, total in zip(self.body_names, self.body_err, strict=True)}
         return out
 
 
@@ -117,6 +170,7 @@ class FirstEpisode:
         self.renderer = video.FrameRenderer(self.state, *renderer_size) if writer is not None else None
         self.writer = writer
         self.max_frames = max_frames
+        self.reference = tracks_motion(env)
 
     def before_step(self, env, tracking: tuple[np.ndarray, np.ndarray] | None) -> None:
         if not self.active:
@@ -128,7 +182,8 @@ class FirstEpisode:
             self.state.load(env.qpos[0], env.qvel[0])
             self.trace.root_velocity.append(self.state.root_velocity())
             if self.renderer is not None and (self.max_frames is None or self.writer.frames < self.max_frames):
-                self.writer.append(self.renderer.render())
+                markers = reference_markers(env, self.state) if self.reference else ()
+                self.writer.append(self.renderer.render(markers))
 
     def after_step(self, reward: float, done: bool) -> None:
         if self.active:
@@ -146,6 +201,39 @@ def velocity_tracking(env) -> tuple[np.ndarray, np.ndarray] | None:
     return hook() if callable(hook) else None
 
 
+def tracks_motion(env) -> bool:
+    """Whether the task reports motion-tracking errors (the MOTION_HOOK attributes of g1_motion_tracking)."""
+    return all(hasattr(env, name) for name in MOTION_HOOK)
+
+
+def reference_markers(env, state: video.RowState) -> tuple[video.Markers, ...]:
+    """Env 0's reference as drawn with the state in `state`: the clip frame that state is compared with
+    (frame - 1; a (re)start places the robot at frame s and shows s + 1), its tracked bodies re-anchored to
+    the robot's anchor (translucent green) and the clip's anchor where the clip has it (orange)."""
+    from collector.envs.g1.tracking import reanchor
+
+    f, a = max(int(env.frame[0]) - 1, 0), env.anchor
+    body = int(env.body_ids[a])
+    pos, _ = reanchor(env.ref_pos[f][None], env.ref_quat[f][None], a, state.data.xpos[body][None],
+                      state.data.xquat[body][None])
+    return video.Markers(pos[0]), video.Markers(env.ref_pos[f, a][None], radius=0.06, rgba=(1.0, 0.5, 0.0, 0.6))
+
+
+def use_play_settings(env, max_episode_steps: int | None = None) -> None:
+    """The G1 tasks' play mode (PLAY_SETTINGS, those of the switches the task has); other tasks have none.
+
+    Motion tracking episodes last one play of the clip from its start (T - 1 steps), or `max_episode_steps`
+    if that is shorter."""
+    from collector.envs.g1.base import G1Env
+
+    if isinstance(env, G1Env):
+        for name, value in PLAY_SETTINGS.items():
+            if hasattr(env, name):
+                setattr(env, name, value)
+        if tracks_motion(env):
+            env.max_episode_steps = min(max_episode_steps or env.num_frames, env.num_frames - 1)
+
+
 def quotas(episodes: int, num_envs: int) -> np.ndarray:
     """Episodes each env contributes: fixed in advance, so short episodes are not over-counted."""
     quota = np.full(num_envs, episodes // num_envs, np.int64)
@@ -159,6 +247,9 @@ def run_episodes(env, model, episodes: int, recorder: FirstEpisode | None = None
     n = env.num_envs
     quota = quotas(episodes, n)
     results = Results()
+    motion = tracks_motion(env)
+    if motion:
+        results.body_names = [env.model.body(int(i)).name for i in env.body_ids]
     ret, length = np.zeros(n), np.zeros(n, np.int64)
     obs, _ = env.reset()
     while (quota > 0).any():
@@ -171,13 +262,15 @@ def run_episodes(env, model, episodes: int, recorder: FirstEpisode | None = None
             recorder.before_step(env, tracking)
         actions = model.act_deterministic(torch.as_tensor(obs, dtype=torch.float32)).numpy()
         res = env.step(actions)
+        if motion:  # the comparison the step made: for a reset env, that of its episode's last step
+            results.add_motion(env, counted)
         ret += res.rewards
         length += 1
         done = res.terminated | res.truncated
         if recorder is not None:
             recorder.after_step(res.rewards[0], bool(done[0]))
         for i in np.flatnonzero(done & counted):
-            results.add_episode(ret[i], length[i], res.truncated[i])
+            results.add_episode(ret[i], length[i], res.truncated[i], env.clip_progress[i] if motion else None)
             quota[i] -= 1
         ret[done] = 0.0
         length[done] = 0
@@ -197,6 +290,12 @@ def check_dims(policy: LoadedPolicy, env) -> None:
         )
 
 
+def run_config(policy: LoadedPolicy, overrides: list[str]) -> AppoConfig:
+    """The run's config as its checkpoint saved it, under the command line's task_options overrides (and APPO_*
+    variables), as appo-train resolves a resumed run's."""
+    return load_config(overrides, base=policy.config.to_dict())
+
+
 def evaluate(args: argparse.Namespace) -> dict:
     """Load, run, record; the figures (and the files written) as a dict."""
     from collector.envs import make_env  # after tools.video fixed the GL backend
@@ -204,9 +303,12 @@ def evaluate(args: argparse.Namespace) -> dict:
     path = find_checkpoint(args.load_run, args.task, args.log_root, args.checkpoint)
     policy = load_policy(path)
     task = args.task or policy.task
+    motion_file = run_config(policy, args.overrides).task_options.motion_file or None
     num_envs = args.num_envs or args.episodes
     threads = args.threads or usable_cores()
-    env = make_env(task, num_envs, threads, args.seed, max_episode_steps=args.max_episode_steps)
+    env = make_env(task, num_envs, threads, args.seed, max_episode_steps=args.max_episode_steps,
+                   motion_file=motion_file)
+    use_play_settings(env, args.max_episode_steps)
     writer = recorder = None
     try:
         check_dims(policy, env)
@@ -226,6 +328,12 @@ def evaluate(args: argparse.Namespace) -> dict:
         env.close()
     out = {"task": task, "checkpoint": str(path), "iteration": policy.iteration, "num_envs": num_envs,
            "seed": args.seed, **results.figures(), "returns": results.returns, "lengths": results.lengths}
+    if results.motion_samples:
+        out.update(motion_file=motion_file, clip_fractions=results.clip_fractions)
+        if args.body_plot:
+            plot_body_errors(out["body_pos_error_per_body"], args.body_plot,
+                             f"{task} - {path.name} - mean body position error over {out['episodes']} episodes")
+            out["body_plot"] = args.body_plot
     if writer is not None:
         out.update(video=args.video, video_frames=writer.frames)
     if args.plot:
@@ -243,9 +351,14 @@ def report(out: dict) -> str:
     if "velocity_xy_rms_error" in out:
         lines.append(f"velocity tracking RMS error: xy {out['velocity_xy_rms_error']:.4f} m/s  "
                      f"yaw rate {out['yaw_rate_rms_error']:.4f} rad/s")
-    for key in ("video", "plot"):
+    if "clip_fraction_mean" in out:
+        lines.append(f"motion tracking mean error: anchor position {out['anchor_pos_error_mean']:.4f} m  "
+                     f"body position {out['body_pos_error_mean']:.4f} m  joint position "
+                     f"{out['joint_pos_error_mean']:.4f} rad  clip completed {out['clip_fraction_mean']:.3f}")
+    for key in ("video", "plot", "body_plot"):
         if key in out:
-            lines.append(f"{key}: {out[key]}" + (f" ({out['video_frames']} frames)" if key == "video" else ""))
+            frames = f" ({out['video_frames']} frames)" if key == "video" else ""
+            lines.append(f"{key.replace('_', ' ')}: {out[key]}{frames}")
     return "\n".join(lines)
 
 
@@ -254,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # one small MLP forward per step; MuJoCo threads get the cores
     try:
         out = evaluate(args)
-    except (CheckpointError, UnknownTaskError, video.RenderError) as exc:
+    except (CheckpointError, UnknownTaskError, video.RenderError, ClipError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:

@@ -1,9 +1,17 @@
-"""appo-motion: check and look at G1 reference motion clips (BeyondMimic / mjlab .npz layout).
+"""appo-motion: check, look at and record G1 reference motion clips (BeyondMimic / mjlab .npz layout).
 
     appo-motion check walk.npz                    # frames, duration, speed, heading, FK error; exit 2 if refused
     appo-motion show walk.npz --video walk.mp4    # render the clip kinematically, camera following the pelvis
+    appo-motion record --task g1_walk_flat --load-run RUN [--checkpoint N] --seconds 4 --command 0.5 0 0.2 \
+        --out walk.npz                            # a g1_walk_flat policy's walk as a clip
 
-A refused clip prints `error: <reason>` to stderr and exits with status 2.
+`record` rolls a g1_walk_flat policy out deterministically in one env (its mean action, no observation
+noise, no pushes, the command held fixed) for round(seconds x 50) frames, the first the reset state, and
+writes the qpos trajectory as a clip (bodies by forward kinematics, velocities by finite differences,
+joint angles clipped to the hard limits the simulation may overshoot by a little); it is checked as
+`check` does before it is written.  A fall (termination) before the end writes nothing and exits 1.
+
+A refused clip or input prints `error: <reason>` to stderr and exits with status 2.
 """
 
 from __future__ import annotations
@@ -14,11 +22,26 @@ from tools import video  # isort: skip
 import argparse
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from collector.envs.g1.model import build_model
-from collector.envs.g1.motion import ClipError, ClipStats, MotionClip, clip_stats, load_clip
+from collector.envs.g1.motion import (
+    ClipError,
+    ClipStats,
+    MotionClip,
+    check_clip,
+    clip_from_qpos,
+    clip_stats,
+    control_rate,
+    hinge_limits,
+    load_clip,
+    write_clip,
+)
+from common.cli import duration
+
+RECORD_TASK = "g1_walk_flat"  # the one task whose policy `record` rolls out
 
 # `show` needs these (the `tools` extra); `check` does not.
 TOOLS_MODULES = {"imageio", "imageio_ffmpeg"}
@@ -28,7 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The subcommand and its options."""
     p = argparse.ArgumentParser(prog="appo-motion", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="subcommand", required=True)
     check = sub.add_parser("check", help="check a clip and print its figures")
     check.add_argument("clip", metavar="CLIP.npz")
     show = sub.add_parser("show", help="render a clip kinematically to an MP4")
@@ -37,8 +60,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     show.add_argument("--fps-scale", type=float, default=1.0, metavar="S",
                       help="playback speed: the video plays S clip seconds per second (default 1)")
     show.add_argument("--video-size", default="640x480", metavar="WxH", help="video frame size (default 640x480)")
+    record = sub.add_parser("record", help=f"roll out a {RECORD_TASK} policy and write its motion as a clip")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["record"]:  # checkpoint_io imports torch: `check` and `show` start without it
+        from common.checkpoint_io import add_checkpoint_args
+
+        add_checkpoint_args(record)
+    record.add_argument("--seconds", type=duration(), required=True, metavar="S", help="length of the clip")
+    record.add_argument("--command", type=float, nargs=3, required=True, metavar=("VX", "VY", "WZ"),
+                        help="the velocity command held throughout: m/s forward, m/s left, rad/s yaw rate")
+    record.add_argument("--out", required=True, metavar="CLIP.npz", help="clip to write")
+    record.add_argument("--seed", type=int, default=0, help="environment seed: start pose, randomisation")
     args = p.parse_args(argv)
-    if args.command == "show":
+    if args.subcommand == "record":
+        args.task = args.task or RECORD_TASK
+        if args.task != RECORD_TASK:
+            record.error(f"--task {args.task}: record rolls out {RECORD_TASK} policies only")
+        if not np.isfinite(args.command).all():
+            record.error(f"--command {args.command}: give three finite numbers VX VY WZ")
+        if round(args.seconds * control_rate()) < 2:
+            record.error(f"--seconds {args.seconds:g} is under two frames at {control_rate():g} fps")
+    if args.subcommand == "show":
         if not args.fps_scale > 0:
             p.error(f"--fps-scale must be positive, got {args.fps_scale}")
         try:
@@ -89,17 +131,85 @@ def show(path: str, out: str, size: tuple[int, int], fps_scale: float) -> str:
     return f"video: {out} ({frames} frames at {clip.fps * fps_scale:g} fps)"
 
 
+class RecordError(RuntimeError):
+    """`record` cannot start: the run or checkpoint is missing, unreadable or not a g1_walk_flat policy."""
+
+
+class FellError(RuntimeError):
+    """The recorded policy fell (its episode terminated) before the clip was complete."""
+
+
+def rollout(policy, frames: int, command: np.ndarray, seed: int) -> np.ndarray:
+    """[frames, nq] qpos of one g1_walk_flat env under the policy's mean action, from its reset state, with
+    no observation noise, no pushes and `command` held; FellError if it terminates first."""
+    import torch
+
+    from collector.envs import make_env
+    from tools.eval import check_dims
+
+    env = make_env(RECORD_TASK, 1, 1, seed, max_episode_steps=frames)
+    try:
+        check_dims(policy, env)
+        env.noise = False
+        env.pushes = False
+        env.reset()
+        env.set_commands(np.asarray(command, np.float64)[None])
+        qpos = [env.qpos[0].copy()]
+        while len(qpos) < frames:
+            env.command_time_left[:] = np.inf  # never resampled: the command stays the one given
+            obs, _ = env.observe()
+            with torch.no_grad():
+                action = policy.model.act_deterministic(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            res = env.step(action)
+            if res.terminated[0]:
+                raise FellError(f"the policy fell (its episode terminated) after {len(qpos) / control_rate():.2f} s "
+                                f"of {frames / control_rate():.2f} s; no clip written")
+            qpos.append(env.qpos[0].copy())
+    finally:
+        env.close()
+    return np.array(qpos)
+
+
+def record(args: argparse.Namespace) -> str:
+    """Roll out the run's policy, write the clip; its check report."""
+    from common.checkpoint_io import CheckpointError, find_checkpoint, load_policy
+
+    try:
+        policy = load_policy(find_checkpoint(args.load_run, args.task, args.log_root, args.checkpoint))
+    except CheckpointError as exc:
+        raise RecordError(str(exc)) from None
+    if policy.task != RECORD_TASK:
+        raise RecordError(f"checkpoint {policy.path} is a {policy.task} policy; record needs {RECORD_TASK}")
+    qpos = rollout(policy, round(args.seconds * control_rate()), np.array(args.command), args.seed)
+    model = build_model()
+    limits = hinge_limits(model)
+    qpos[:, 7:] = np.clip(qpos[:, 7:], limits[:, 0], limits[:, 1])
+    clip = clip_from_qpos(qpos, control_rate(), model)
+    check_clip(clip, model)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    write_clip(args.out, clip)
+    return report(args.out, clip_stats(clip, model))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; 2 and `error: ...` on stderr for a refused clip or a failed render."""
+    """Run one subcommand; 2 and `error: ...` on stderr for a refused clip or input or a failed render."""
     args = parse_args(argv)
     try:
-        if args.command == "check":
+        if args.subcommand == "check":
             print(check(args.clip))
-        else:
+        elif args.subcommand == "show":
             print(show(args.clip, args.video, args.video_size, args.fps_scale))
-    except (ClipError, video.RenderError) as exc:
+        else:
+            import torch
+
+            torch.set_num_threads(1)  # one small MLP forward per step
+            print(record(args))
+    except (ClipError, RecordError, video.RenderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except FellError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in TOOLS_MODULES:
             raise

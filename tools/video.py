@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 if sys.platform.startswith("linux"):
     os.environ.setdefault("MUJOCO_GL", "egl")
@@ -49,6 +50,15 @@ class RowState:
         return self._vel[3:].copy()
 
 
+@dataclass(frozen=True)
+class Markers:
+    """Spheres of one radius and colour at world positions [k, 3], drawn over a frame (e.g. reference bodies)."""
+
+    positions: np.ndarray
+    radius: float = 0.04
+    rgba: tuple[float, float, float, float] = (0.1, 0.9, 0.2, 0.5)  # translucent green
+
+
 class FrameRenderer:
     """RGB frames of a RowState, from a camera that tracks the root body."""
 
@@ -81,11 +91,25 @@ class FrameRenderer:
         self.camera.distance = max(1.0, 3.0 * radius)
         self._framed = True
 
-    def render(self) -> np.ndarray:
+    def render(self, markers: tuple[Markers, ...] = ()) -> np.ndarray:
+        """The current frame, with `markers` (spheres drawn into the scene, not simulated) added."""
         if not self._framed:
             self._frame_robot()
         self.renderer.update_scene(self.state.data, camera=self.camera)
+        for marker in markers:
+            self._add_spheres(marker)
         return self.renderer.render()
+
+    def _add_spheres(self, marker: Markers) -> None:
+        scene = self.renderer.scene
+        size = np.array([marker.radius, 0.0, 0.0])
+        rgba = np.asarray(marker.rgba, np.float32)
+        for pos in np.asarray(marker.positions, np.float64).reshape(-1, 3):
+            if scene.ngeom >= scene.maxgeom:  # the scene's fixed geom buffer is full: draw what fits
+                return
+            mujoco.mjv_initGeom(scene.geoms[scene.ngeom], mujoco.mjtGeom.mjGEOM_SPHERE, size, pos,
+                                np.eye(3).ravel(), rgba)
+            scene.ngeom += 1
 
     def close(self) -> None:
         self.renderer.close()

@@ -443,6 +443,7 @@ def test_domain_randomisation_and_push_ranges(clip_path):
         assert np.std(values) == pytest.approx((hi - lo) / math.sqrt(12), rel=0.12)
     robot = trajectory()[F]
     _place(e, robot)
+    e.pushes = True
     e.push_time_left[:] = 0.01
     e._push()
     dw = (rot(robot[3:7]) @ e.qvel[:, 3:6].T).T

@@ -535,6 +535,18 @@ def test_push_adds_a_world_frame_velocity_within_the_ranges_and_redraws_its_time
     e.close()
 
 
+def test_pushes_off_pushes_nobody_and_keeps_the_timers():
+    """With `pushes` False (play mode) a due timer neither changes a velocity nor is redrawn."""
+    e = _env(8, seed=10)
+    qpos, qvel = _state(8)
+    _set(e, qpos, qvel)
+    e.pushes = False
+    e.push_time_left[:] = 0.01
+    e._push()
+    assert not e.qvel.any() and np.all(e.push_time_left == 0.01)
+    e.close()
+
+
 # ------------------------------------------------------------------ batch
 
 

@@ -56,9 +56,9 @@ TRACKED_SOURCE = textwrap.dedent('''
 ''')
 
 
-def write_checkpoint(path: Path, task: str, iteration: int = 5, seed: int = 0) -> ActorCritic:
+def write_checkpoint(path: Path, task: str, iteration: int = 5, seed: int = 0, *overrides: str) -> ActorCritic:
     """A checkpoint as Learner.save() writes it, with non-trivial normaliser statistics."""
-    cfg = load_config([f"task={task}", *SMALL])
+    cfg = load_config([f"task={task}", *SMALL, *overrides])
     torch.manual_seed(seed)
     model = ActorCritic.from_config(cfg, resolve_task_spec(task))
     dim = model.obs_normalizer.mean.numel()
@@ -186,16 +186,20 @@ def test_video_has_one_frame_per_step_of_the_first_episode(tmp_path):
     assert Path(out["plot"]) == video.with_suffix(".png") and video.with_suffix(".png").stat().st_size > 1000
 
 
-def test_onnx_and_torchscript_match_the_eager_actor(tmp_path):
+@pytest.mark.parametrize("task, overrides", [
+    ("hopper", ()), ("g1_walk_flat", ()), ("g1_motion_tracking", ("task_options.motion_file=clip.npz",)),
+])
+def test_onnx_and_torchscript_match_the_eager_actor(tmp_path, task, overrides):
     """Exported ONNX (onnxruntime) and TorchScript give the eager normalised mean action within 1e-5, any batch."""
     ckpt = tmp_path / "model_5.pt"
-    model = write_checkpoint(ckpt, "hopper")
+    model = write_checkpoint(ckpt, task, 5, 0, *overrides)
+    spec = resolve_task_spec(task)
     policy = load_policy(ckpt)
     written = export(policy, tmp_path / "out")
     assert written == {fmt: tmp_path / "out" / name for fmt, name in FILE_NAMES.items()}
     session = onnxruntime.InferenceSession(str(written["onnx"]), providers=["CPUExecutionProvider"])
     scripted = load_torchscript(written["torchscript"])
-    obs = sample_observations(DeterministicActor(model), 11, count=300, seed=1)
+    obs = sample_observations(DeterministicActor(model), spec.obs_dim, count=300, seed=1)
     for batch in (obs[:1], obs[:37], obs):
         with torch.no_grad():
             want = model.act_deterministic(batch).numpy()
@@ -204,7 +208,7 @@ def test_onnx_and_torchscript_match_the_eager_actor(tmp_path):
         assert np.abs(got_onnx - want).max() <= 1e-5
         assert np.abs(got_ts - want).max() <= 1e-5
     meta = {p.key: p.value for p in onnx.load(str(written["onnx"])).metadata_props}
-    assert meta["task"] == "hopper" and meta["obs_dim"] == "11" and meta["act_dim"] == "3"
+    assert (meta["task"], meta["obs_dim"], meta["act_dim"]) == (task, str(spec.obs_dim), str(spec.act_dim))
 
 
 def test_export_cli_writes_files_and_refuses_bad_input(tmp_path, capsys):

@@ -54,6 +54,7 @@ class G1Env(BatchedEnv):
         n, m = self.num_envs, self.model
         nj = m.nu
         self.noise = True  # actor observation noise (mjlab's corruption); False for play/tests
+        self.pushes = True  # the interval pushes; False for play (appo-eval, appo-motion record)
         self.init_qpos = m.key_qpos[0].copy()
         self.default_joint_pos = self.init_qpos[7:].copy()
         self.action_scale = ACTION_SCALE_FACTOR * m.actuator_forcerange[:, 1] / m.actuator_gainprm[:, 0]
@@ -157,6 +158,9 @@ class G1Env(BatchedEnv):
         out |= ~np.isfinite(self.qvel).all(axis=1)
 
     def _push(self) -> None:
+        """Count down the push timers; push the envs whose timer ran out (nothing when `pushes` is off)."""
+        if not self.pushes:
+            return
         self.push_time_left -= self.dt
         due = np.flatnonzero(self.push_time_left <= 0.0)
         if not len(due):

@@ -132,9 +132,10 @@ class G1MotionTracking(G1Env):
     """G1 motion tracking on flat ground (mjlab's Tracking-Flat-Unitree-G1); see the module docstring.
 
     For evaluation, after each step (errors of the comparison the step's reward made; for an env that
-    just reset, those of its finished episode's last step), all [N] float64:
+    just reset, those of its finished episode's last step), float64 [N] unless said:
     `anchor_pos_error` |p_ref - p| of the torso_link anchor, world frame (m); `body_pos_error` the mean
-    over the 14 tracked bodies of |p_ref - p| against the re-anchored reference (m); `joint_pos_error`
+    over the 14 tracked bodies of |p_ref - p| against the re-anchored reference (m), and
+    `body_pos_error_per_body` [N, 14] those distances per body in TRACKED_BODIES order; `joint_pos_error`
     the norm over the 29 joints of q_ref - q (rad); `clip_progress` the compared frame / (T - 1), the
     fraction of the clip played (0 at the first frame, 1 at the last).
     """
@@ -152,7 +153,6 @@ class G1MotionTracking(G1Env):
         super().__init__(num_envs, num_threads, seed, max_episode_steps=max_episode_steps, stepper=stepper)
         n, m, clip = self.num_envs, self.model, self.clip
         self.init_noise = True  # reference-state initialisation noise; False for play/tests
-        self.pushes = True
         self.sampling_mode = "adaptive"  # or "start": every episode from frame 0 (play)
         # Reference arrays of the tracked bodies (clip body index = model body id - 1), float64.
         self.body_ids = np.array([m.body(b).id for b in TRACKED_BODIES])
@@ -179,6 +179,7 @@ class G1MotionTracking(G1Env):
         # Evaluation metrics.
         self.anchor_pos_error = np.zeros(n)
         self.body_pos_error = np.zeros(n)
+        self.body_pos_error_per_body = np.zeros((n, len(TRACKED_BODIES)))
         self.joint_pos_error = np.zeros(n)
         self.clip_progress = np.zeros(n)
         # Robot state outputs and observation buffers.
@@ -281,8 +282,7 @@ class G1MotionTracking(G1Env):
         self._bin_failures = np.bincount(self.bin_of(self.frame[terminated]), minlength=self.num_bins).astype(float)
         done = terminated | (self._steps + 1 >= self.max_episode_steps)  # these reset after this step
         self._advance(~done)
-        if self.pushes:
-            self._push()
+        self._push()
 
     # ---------------------------------------------------------------- rewards
 
@@ -312,7 +312,8 @@ class G1MotionTracking(G1Env):
         for name, value in terms.items():
             value *= WEIGHTS[name] * self.dt
         self.anchor_pos_error[:] = np.sqrt(errors["motion_global_root_pos"])
-        self.body_pos_error[:] = np.mean(np.linalg.norm(rel_pos - pos, axis=2), axis=1)
+        self.body_pos_error_per_body[:] = np.linalg.norm(rel_pos - pos, axis=2)
+        self.body_pos_error[:] = np.mean(self.body_pos_error_per_body, axis=1)
         self.joint_pos_error[:] = np.linalg.norm(self.ref_joint_pos[f] - self.qpos[:, 7:], axis=1)
         self.clip_progress[:] = f / (self.num_frames - 1)
 
