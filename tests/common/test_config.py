@@ -78,6 +78,7 @@ def test_untuned_task_gets_generic_preset(task):
     assert (c.algo.num_envs, c.algo.steps_per_env) == (generic["num_envs"], generic["steps_per_env"])
     assert c.algo.policy.actor_hidden_dims == generic["policy"]["actor_hidden_dims"]
     assert c.algo.algorithm.learning_rate == generic["algorithm"]["learning_rate"]
+    assert c.algo.algorithm.desired_kl == generic["algorithm"]["desired_kl"] != AppoConfig().algo.algorithm.desired_kl
     assert c.algo.algorithm.use_clipped_value_loss is False
     assert c.algo.policy.init_noise_std == generic["policy"]["init_noise_std"]
     assert c.training.replay_queue_size == GENERIC["training"]["replay_queue_size"]
