@@ -47,9 +47,8 @@ from common.config import AppoConfig, ConfigError, load_config
 from common.cores import usable_cores
 from common.task_spec import UnknownTaskError
 from tools.eval_plot import EpisodeTrace, plot_body_errors, plot_episode
+from tools.extras import missing_extra
 
-# --video and --plot need these (the `tools` extra); plain evaluation does not.
-TOOLS_MODULES = {"matplotlib", "imageio", "imageio_ffmpeg"}
 # The G1 tasks' switches, as their play mode sets them (each task has those it needs).
 PLAY_SETTINGS = {"noise": False, "init_noise": False, "pushes": False, "sampling_mode": "start"}
 # The motion-tracking hook: per-env errors after each step (collector/envs/g1/tracking.py).
@@ -371,10 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in TOOLS_MODULES:
-            raise
-        print(f"error: {exc.name} is missing; install the tools extra: pip install 'appo[tools]'", file=sys.stderr)
-        return 2
+        return missing_extra(exc)
     print(report(out))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))

@@ -40,11 +40,9 @@ from collector.envs.g1.motion import (
     write_clip,
 )
 from common.cli import duration
+from tools.extras import missing_extra
 
 RECORD_TASK = "g1_walk_flat"  # the one task whose policy `record` rolls out
-
-# `show` needs these (the `tools` extra); `check` does not.
-TOOLS_MODULES = {"imageio", "imageio_ffmpeg"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -211,10 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in TOOLS_MODULES:
-            raise
-        print(f"error: {exc.name} is missing; install the tools extra: pip install 'appo[tools]'", file=sys.stderr)
-        return 2
+        return missing_extra(exc)
     return 0
 
 

@@ -22,6 +22,8 @@ A task sets `task_sensors`, `encoder_bias_range`, `torso_com_offset_range` and `
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import mujoco
 import numpy as np
 
@@ -121,11 +123,13 @@ class G1Env(BatchedEnv):
         """Record substep k's self-contact force (BatchedEnv's per-substep hook)."""
         self._sub_self_force[k] = self._sensordata[:, self._self_force_cols]
 
+    @abstractmethod
     def _rewards(self, terms: dict[str, np.ndarray]) -> None:
-        raise NotImplementedError
+        """Fill each reward term of this step (weight x dt included)."""
 
+    @abstractmethod
     def _terminated(self, out: np.ndarray) -> None:
-        raise NotImplementedError
+        """Mark the envs whose episode ends by failure this step."""
 
     # --------------------------------------------------------------- helpers
 

@@ -31,12 +31,12 @@ Choices the facts leave open, and why:
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
-from importlib import resources
 
 import mujoco
+
+from collector.envs.mjcf import ASSETS, collision_geom, home_keyframe, inertial, read_facts, site, vec, visual_geom
 
 FEET = ("left_foot", "right_foot")  # the facts' foot sites, left first as in the joint order
 
@@ -50,8 +50,7 @@ _VISUAL_RGBA = {"pelvis": _DARK, "hip": _DARK, "thigh": _SILVER, "shin": _SILVER
 @lru_cache(maxsize=1)
 def load_facts() -> dict:
     """The robot facts shipped with this package (g1_facts.json beside this file)."""
-    text = resources.files(__package__).joinpath("g1_facts.json").read_text()
-    return json.loads(text)
+    return read_facts(__package__, "g1_facts.json")
 
 
 def joint_names() -> list[str]:
@@ -71,7 +70,7 @@ def build_xml() -> str:
         '<mujoco model="g1_flat">',
         '  <compiler angle="radian" autolimits="true"/>',
         _option(facts["mjlab_sim"]),
-        _assets(),
+        ASSETS,
         "  <worldbody>",
         '    <light name="sun" pos="0 0 4" dir="0 0 -1" directional="true" diffuse="0.7 0.7 0.7"/>',
         '    <light name="spot" pos="1 -2 3" dir="-0.3 0.6 -1" diffuse="0.4 0.4 0.4" mode="trackcom"/>',
@@ -83,7 +82,7 @@ def build_xml() -> str:
         _contact(facts),
         _actuators(facts),
         _sensors(facts),
-        _keyframe(facts),
+        home_keyframe(facts),
         "</mujoco>",
     ])
 
@@ -96,56 +95,13 @@ def build_model() -> mujoco.MjModel:
 # ----------------------------------------------------------------- sections
 
 
-def _vec(values) -> str:
-    """Numbers as an MJCF list, at full precision."""
-    return " ".join(repr(float(v)) for v in values)
-
-
 def _option(sim: dict) -> str:
     """The <option> of mjlab's run-time simulation settings."""
     return (f'  <option timestep="{sim["timestep"]!r}" integrator="{sim["integrator"]}" cone="{sim["cone"]}"'
             f' impratio="{sim["impratio"]!r}" solver="{sim["solver"].capitalize()}"'
             f' iterations="{sim["iterations"]}" ls_iterations="{sim["ls_iterations"]}"'
             f' tolerance="{sim["tolerance"]!r}" ls_tolerance="{sim["ls_tolerance"]!r}"'
-            f' ccd_iterations="{sim["ccd_iterations"]}" gravity="{_vec(sim["gravity"])}"/>')
-
-
-def _assets() -> str:
-    """Skybox and floor grid, the Go2's look."""
-    # Small textures: the batch copies the model, and a gradient needs few texels.
-    return "\n".join([
-        "  <asset>",
-        '    <texture name="sky" type="skybox" builtin="gradient" rgb1="0.45 0.62 0.80" rgb2="0.05 0.08 0.12"'
-        ' width="32" height="192"/>',
-        '    <texture name="grid" type="2d" builtin="checker" mark="edge" rgb1="0.20 0.30 0.40"'
-        ' rgb2="0.12 0.20 0.28" markrgb="0.8 0.8 0.8" width="64" height="64"/>',
-        '    <material name="grid" texture="grid" texrepeat="4 4" texuniform="true" reflectance="0.15"/>',
-        "  </asset>",
-    ])
-
-
-def _trim_size(g: dict) -> list[float]:
-    """The leading size numbers a geom type reads (the facts pad every size to 3)."""
-    n = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3}[g["type"]]
-    return g["size_mujoco_convention"][:n]
-
-
-def _geom_attrs(g: dict) -> str:
-    """Shape and pose attributes shared by a collision geom and its visual copy."""
-    return f'type="{g["type"]}" size="{_vec(_trim_size(g))}" pos="{_vec(g["pos"])}" quat="{_vec(g["quat"])}"'
-
-
-def _collision_geom(g: dict, indent: int) -> str:
-    """A collision primitive with the facts' contact settings, hidden in group 3."""
-    return (" " * indent + f'<geom name="{g["name"]}" {_geom_attrs(g)} friction="{_vec(g["friction"])}"'
-            f' condim="{g["condim"]}" contype="{g["contype"]}" conaffinity="{g["conaffinity"]}"'
-            f' priority="{g["priority"]}" margin="{g["margin"]!r}" group="3" rgba="0.9 0.3 0.3 0.5"/>')
-
-
-def _visual_geom(g: dict, indent: int) -> str:
-    """A massless, non-colliding coloured copy of a collision primitive, drawn in group 2."""
-    return (" " * indent + f'<geom name="{g["name"]}_visual" {_geom_attrs(g)} contype="0" conaffinity="0"'
-            f' group="2" density="0" rgba="{_VISUAL_RGBA[_part(g["name"])]}"/>')
+            f' ccd_iterations="{sim["ccd_iterations"]}" gravity="{vec(sim["gravity"])}"/>')
 
 
 def _part(geom_name: str) -> str:
@@ -161,17 +117,15 @@ def _body_tree(facts: dict, parent: str, indent: int) -> str:
     for b in facts["bodies"]:
         if b["parent"] != parent:
             continue
-        lines.append(f'{pad}<body name="{b["name"]}" pos="{_vec(b["pos_in_parent"])}"'
-                     f' quat="{_vec(b["quat_in_parent"])}">')
-        lines.append(f'{pad}  <inertial pos="{_vec(b["com_pos"])}" quat="{_vec(b["inertia_quat"])}"'
-                     f' mass="{b["mass"]!r}" diaginertia="{_vec(b["diag_inertia"])}"/>')
+        lines.append(f'{pad}<body name="{b["name"]}" pos="{vec(b["pos_in_parent"])}"'
+                     f' quat="{vec(b["quat_in_parent"])}">')
+        lines.append(inertial(b, indent + 2))
         lines += [_joint(j, indent + 2) for j in facts["joints"] if j["body"] == b["name"]]
         for g in facts["collision_geoms"]:
             if g["body"] == b["name"]:
-                lines.append(_collision_geom(g, indent + 2))
-                lines.append(_visual_geom(g, indent + 2))
-        lines += [f'{pad}  <site name="{s["name"]}" pos="{_vec(s["pos"])}" size="0.01" group="4"/>'
-                  for s in facts["sites"] if s["body"] == b["name"]]
+                lines.append(collision_geom(g, indent + 2))
+                lines.append(visual_geom(g, indent + 2, _VISUAL_RGBA[_part(g["name"])]))
+        lines += [site(s, indent + 2) for s in facts["sites"] if s["body"] == b["name"]]
         subtree = _body_tree(facts, b["name"], indent + 2)
         if subtree:
             lines.append(subtree)
@@ -184,8 +138,8 @@ def _joint(j: dict, indent: int) -> str:
     pad = " " * indent
     if j["type"] == "free":
         return f'{pad}<freejoint name="{j["name"]}"/>'
-    return (f'{pad}<joint name="{j["name"]}" type="hinge" pos="{_vec(j["pos_in_body"])}" axis="{_vec(j["axis"])}"'
-            f' range="{_vec(j["range"])}" damping="{j["damping"]!r}" armature="{j["armature"]!r}"'
+    return (f'{pad}<joint name="{j["name"]}" type="hinge" pos="{vec(j["pos_in_body"])}" axis="{vec(j["axis"])}"'
+            f' range="{vec(j["range"])}" damping="{j["damping"]!r}" armature="{j["armature"]!r}"'
             f' frictionloss="{j["frictionloss"]!r}"/>')
 
 
@@ -206,7 +160,7 @@ def _actuators(facts: dict) -> str:
         kp, kd = a["kp"], a["kd"]
         lines.append(f'    <general name="{a["name"]}" joint="{joint}" gaintype="fixed" gainprm="{kp!r}"'
                      f' biastype="affine" biasprm="0 {-kp!r} {-kd!r}" ctrllimited="false"'
-                     f' forcelimited="true" forcerange="{_vec(a["forcerange"])}"/>')
+                     f' forcelimited="true" forcerange="{vec(a["forcerange"])}"/>')
     lines.append("  </actuator>")
     return "\n".join(lines)
 
@@ -240,11 +194,3 @@ def _sensors(facts: dict) -> str:
         lines.append(f'    <{element} name="{s["name"]}" {target}/>')
     lines.append("  </sensor>")
     return "\n".join(lines)
-
-
-def _keyframe(facts: dict) -> str:
-    """The home (knees-bent) keyframe; ctrl is its joint angles, the PD targets of a zero action."""
-    home = facts["home_keyframe"]
-    return "\n".join(["  <keyframe>",
-                      f'    <key name="home" qpos="{_vec(home["qpos"])}" ctrl="{_vec(home["qpos"][7:])}"/>',
-                      "  </keyframe>"])

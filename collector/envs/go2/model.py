@@ -28,11 +28,11 @@ Choices the facts leave open, and why:
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from importlib import resources
 
 import mujoco
+
+from collector.envs.mjcf import ASSETS, collision_geom, home_keyframe, inertial, read_facts, site, vec, visual_geom
 
 SIM_DT = 0.01  # docs/design.md#go2_joystick_flat (the facts' source used 0.02)
 FEET = ("FL", "FR", "RL", "RR")  # leg order of qpos, actions and the gait phase
@@ -47,8 +47,7 @@ _VISUAL_RGBA = {"base": "0.22 0.24 0.27 1", "hip": "0.75 0.76 0.78 1", "thigh": 
 @lru_cache(maxsize=1)
 def load_facts() -> dict:
     """The robot facts shipped with this package (go2_facts.json beside this file)."""
-    text = resources.files(__package__).joinpath("go2_facts.json").read_text()
-    return json.loads(text)
+    return read_facts(__package__, "go2_facts.json")
 
 
 def joint_names() -> list[str]:
@@ -70,7 +69,7 @@ def build_xml() -> str:
         '  <compiler angle="radian" autolimits="true"/>',
         f'  <option timestep="{SIM_DT!r}" cone="{option["cone"]}" impratio="{option["impratio"]!r}"'
         ' integrator="implicitfast"/>',
-        _assets(),
+        ASSETS,
         "  <worldbody>",
         '    <light name="sun" pos="0 0 4" dir="0 0 -1" directional="true" diffuse="0.7 0.7 0.7"/>',
         '    <light name="spot" pos="0 -2 3" dir="0 0.6 -1" diffuse="0.4 0.4 0.4" mode="trackcom"/>',
@@ -79,7 +78,7 @@ def build_xml() -> str:
         "  </worldbody>",
         _actuators(facts),
         _sensors(facts),
-        _keyframe(facts),
+        home_keyframe(facts),
         "</mujoco>",
     ])
 
@@ -91,44 +90,6 @@ def build_model() -> mujoco.MjModel:
 # ----------------------------------------------------------------- sections
 
 
-def _vec(values) -> str:
-    return " ".join(repr(float(v)) for v in values)
-
-
-def _assets() -> str:
-    # Small textures: the batch copies the model, and a gradient needs few texels.
-    return "\n".join([
-        "  <asset>",
-        '    <texture name="sky" type="skybox" builtin="gradient" rgb1="0.45 0.62 0.80" rgb2="0.05 0.08 0.12"'
-        ' width="32" height="192"/>',
-        '    <texture name="grid" type="2d" builtin="checker" mark="edge" rgb1="0.20 0.30 0.40"'
-        ' rgb2="0.12 0.20 0.28" markrgb="0.8 0.8 0.8" width="64" height="64"/>',
-        '    <material name="grid" texture="grid" texrepeat="4 4" texuniform="true" reflectance="0.15"/>',
-        "  </asset>",
-    ])
-
-
-def _geom_attrs(g: dict) -> str:
-    return f'type="{g["type"]}" size="{_vec(_trim_size(g))}" pos="{_vec(g["pos"])}" quat="{_vec(g["quat"])}"'
-
-
-def _trim_size(g: dict) -> list[float]:
-    # The facts pad every size to 3 numbers; MuJoCo reads only the leading ones a type uses.
-    n = {"sphere": 1, "capsule": 2, "cylinder": 2, "box": 3, "plane": 3}[g["type"]]
-    return g["size_mujoco_convention"][:n]
-
-
-def _collision_geom(g: dict, indent: int, look: str) -> str:
-    return (" " * indent + f'<geom name="{g["name"]}" {_geom_attrs(g)} friction="{_vec(g["friction"])}"'
-            f' condim="{g["condim"]}" contype="{g["contype"]}" conaffinity="{g["conaffinity"]}"'
-            f' priority="{g["priority"]}" margin="{g["margin"]!r}" {look}/>')
-
-
-def _visual_geom(g: dict, part: str, indent: int) -> str:
-    return (" " * indent + f'<geom name="{g["name"]}_visual" {_geom_attrs(g)} contype="0" conaffinity="0"'
-            f' group="2" density="0" rgba="{_VISUAL_RGBA[part]}"/>')
-
-
 def _part(body_name: str, geom_name: str) -> str:
     if body_name == "base":
         return "base"
@@ -138,7 +99,7 @@ def _part(body_name: str, geom_name: str) -> str:
 
 
 def _world_geoms(facts: dict) -> str:
-    return "\n".join(_collision_geom(g, 4, 'material="grid" group="0"')
+    return "\n".join(collision_geom(g, 4, 'material="grid" group="0"')
                      for g in facts["collision_geoms"] if g["body"] == "world")
 
 
@@ -148,19 +109,17 @@ def _body_tree(facts: dict, parent: str, indent: int) -> str:
     for b in facts["bodies"]:
         if b["parent"] != parent:
             continue
-        lines.append(f'{pad}<body name="{b["name"]}" pos="{_vec(b["pos_in_parent"])}">')
-        lines.append(f'{pad}  <inertial pos="{_vec(b["com_pos"])}" quat="{_vec(b["inertia_quat"])}"'
-                     f' mass="{b["mass"]!r}" diaginertia="{_vec(b["diag_inertia"])}"/>')
+        lines.append(f'{pad}<body name="{b["name"]}" pos="{vec(b["pos_in_parent"])}">')
+        lines.append(inertial(b, indent + 2))
         lines += [_joint(j, indent + 2) for j in facts["joints"] if j["body"] == b["name"]]
         for g in facts["collision_geoms"]:
             if g["body"] == b["name"]:
-                lines.append(_collision_geom(g, indent + 2, 'group="3" rgba="0.9 0.3 0.3 0.5"'))
-                lines.append(_visual_geom(g, _part(b["name"], g["name"]), indent + 2))
+                lines.append(collision_geom(g, indent + 2))
+                lines.append(visual_geom(g, indent + 2, _VISUAL_RGBA[_part(b["name"], g["name"])]))
                 if g["name"] in FEET:
-                    lines.append(f'{pad}  <site name="{g["name"]}" pos="{_vec(g["pos"])}" size="{FOOT_RADIUS!r}"'
+                    lines.append(f'{pad}  <site name="{g["name"]}" pos="{vec(g["pos"])}" size="{FOOT_RADIUS!r}"'
                                  ' group="4"/>')
-        lines += [f'{pad}  <site name="{s["name"]}" pos="{_vec(s["pos"])}" size="0.01" group="4"/>'
-                  for s in facts["sites"] if s["body"] == b["name"]]
+        lines += [site(s, indent + 2) for s in facts["sites"] if s["body"] == b["name"]]
         subtree = _body_tree(facts, b["name"], indent + 2)
         if subtree:
             lines.append(subtree)
@@ -172,7 +131,7 @@ def _joint(j: dict, indent: int) -> str:
     pad = " " * indent
     if j["type"] == "free":
         return f'{pad}<freejoint name="{j["name"]}"/>'
-    return (f'{pad}<joint name="{j["name"]}" type="hinge" axis="{_vec(j["axis"])}" range="{_vec(j["range"])}"'
+    return (f'{pad}<joint name="{j["name"]}" type="hinge" axis="{vec(j["axis"])}" range="{vec(j["range"])}"'
             f' damping="{j["damping"]!r}" armature="{j["armature"]!r}" frictionloss="{j["frictionloss"]!r}"/>')
 
 
@@ -184,7 +143,7 @@ def _actuators(facts: dict) -> str:
         kp = a["kp"]
         lines.append(f'    <general name="{a["name"]}" joint="{joint}" gaintype="fixed" gainprm="{kp!r}"'
                      f' biastype="affine" biasprm="0 {-kp!r} {-KD_NOMINAL!r}" ctrllimited="false"'
-                     f' forcelimited="true" forcerange="{_vec(a["forcerange"])}"/>')
+                     f' forcelimited="true" forcerange="{vec(a["forcerange"])}"/>')
     lines.append("  </actuator>")
     return "\n".join(lines)
 
@@ -226,11 +185,3 @@ def _contact_geom(sensor_name: str) -> str:
     if stem.startswith("base"):
         return stem
     return f"{stem}_geom{tail}"
-
-
-def _keyframe(facts: dict) -> str:
-    home = facts["home_keyframe"]
-    # ctrl is the PD target, i.e. the home joint angles, in this model's (qpos) actuator order.
-    return "\n".join(["  <keyframe>",
-                      f'    <key name="home" qpos="{_vec(home["qpos"])}" ctrl="{_vec(home["qpos"][7:])}"/>',
-                      "  </keyframe>"])
