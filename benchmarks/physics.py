@@ -1,6 +1,7 @@
 """Collector throughput against the physics ceiling, measured in one run.
 
     python -m benchmarks.physics --task half_cheetah --num-envs 512
+    python -m benchmarks.physics --task go2_joystick_flat,g1_walk_flat --num-envs 256   # ceilings side by side
 
 ceiling:   env.step of one batch of N envs (threaded physics + vectorised obs/reward), no policy,
            with random actions drawn afresh each step from the initial policy's distribution,
@@ -17,6 +18,10 @@ The physics cost per step depends on the actions: held actions let Go2 robots se
 static poses, uniform [-1, 1] drawn every step makes them flail and costs more than the actions a
 policy samples (see BENCHMARKS.md, section "Collector against the physics ceiling, 2 and 16 cores"),
 hence a ceiling drawn from the distribution the collector's policy samples at the start.
+
+With several tasks (comma-separated), their ceilings are first measured side by side, round by round in
+turn, each task's cost per env step given against the first task's; then each task's ceiling/collector run
+as above, one after the other.
 
 Figures are medians over the rounds; a ratio is the median of the rounds' own ratios (each
 round measures its figures back to back, so the machine's slow drifts divide out).
@@ -121,9 +126,48 @@ def make_collectors(cfg, env, inference: tuple[str, ...]) -> dict:
     return collectors
 
 
+def task_config(task: str, num_envs: int, motion_file: str = ""):
+    """The task's configuration (its preset) at num_envs, with the motion clip a tracking task needs."""
+    extra: dict = {"task": task, "algo": {"num_envs": num_envs}}
+    if motion_file:
+        extra["task_options"] = {"motion_file": motion_file}
+    return load_config(extra=extra)
+
+
+def compare_ceilings(tasks: list[str], num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 3,
+                     motion_file: str = "") -> dict:
+    """Each task's physics ceiling, the tasks taking turns within every round; the costs against the first's."""
+    from collector.envs import make_env
+
+    threads = threads or usable_cores()
+    rng = np.random.default_rng(0)
+    envs, actions = {}, {}
+    rates: dict[str, list[float]] = {task: [] for task in tasks}
+    try:
+        for task in tasks:
+            cfg = task_config(task, num_envs, motion_file)
+            envs[task] = make_env(task, num_envs, threads, seed=0, motion_file=cfg.task_options.motion_file or None)
+            actions[task] = random_policy_actions(envs[task], cfg.algo.policy.init_noise_std,
+                                                  cfg.algo.steps_per_env, rng)
+        for _ in range(rounds):
+            for task in tasks:
+                rates[task].append(measure_physics(envs[task], seconds, actions[task]))
+    finally:
+        for env in envs.values():
+            env.close()
+    first = rates[tasks[0]]
+    return {"num_envs": num_envs, "mujoco_threads": threads, "tasks": {task: {
+        "physics_ceiling_steps_per_s": float(np.median(r)),
+        "us_per_env_step": float(1e6 / np.median(r)),
+        # A round's figures are back to back, so this pairs them as the collector ratio does.
+        "cost_vs_first": paired_ratio(first, r),
+        "rounds": r,
+    } for task, r in rates.items()}}
+
+
 def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 3,
         replay_ceiling: bool = False, held_ceiling: bool = False, collector_threads: int = 0,
-        inference: tuple[str, ...] = ()) -> dict:
+        inference: tuple[str, ...] = (), motion_file: str = "") -> dict:
     """Interleaved ceiling/collector(/held/replay) rounds in this process; the figures as a JSON-ready dict.
 
     `threads` cores (0: all usable): the ceiling steps on all of them, the collector on as many MuJoCo
@@ -133,11 +177,12 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
     """
     from collector.envs import make_collector_env, make_env
 
-    cfg = load_config(extra={"task": task, "algo": {"num_envs": num_envs}})
+    cfg = task_config(task, num_envs, motion_file)
+    motion = cfg.task_options.motion_file or None
     threads = threads or usable_cores()
     collector_threads = collector_threads or collector_mujoco_threads(threads)
-    env = make_env(task, num_envs, threads, seed=0)
-    collector_env = make_collector_env(task, num_envs, collector_threads, seed=0)
+    env = make_env(task, num_envs, threads, seed=0, motion_file=motion)
+    collector_env = make_collector_env(task, num_envs, collector_threads, seed=0, motion_file=motion)
     collectors = make_collectors(cfg, collector_env, inference)
     main_name, collector = next(iter(collectors.items()))
     rng = np.random.default_rng(0)
@@ -223,7 +268,7 @@ def inference_list(text: str) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.physics", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", default="half_cheetah")
+    p.add_argument("--task", default="half_cheetah", help="a task, or several comma-separated to compare")
     p.add_argument("--num-envs", type=at_least(1), default=512)
     p.add_argument("--threads", type=at_least(0), default=0,
                    help="cores: the ceiling's MuJoCo threads, shared by the collector's (0: all usable cores)")
@@ -238,11 +283,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--collector-inference", type=inference_list, default=(),
                    help="comma-separated collector inference backends to measure, each every round, e.g. "
                         "torch,numpy (default: training.collector_inference of the config, auto)")
+    p.add_argument("--motion-file", default="", help="the motion clip of a tracking task (g1_motion_tracking)")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_intermixed_args(argv)
 
+    tasks = [t for t in args.task.split(",") if t]
+    if len(tasks) > 1:
+        return compare_main(tasks, args)
     result = run(args.task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling,
-                 args.held_ceiling, args.collector_threads, args.collector_inference)
+                 args.held_ceiling, args.collector_threads, args.collector_inference, args.motion_file)
+    print_run(args, result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+def compare_main(tasks: list[str], args: argparse.Namespace) -> int:
+    """Several tasks: the ceilings side by side, then each task's ceiling/collector run."""
+    comparison = compare_ceilings(tasks, args.num_envs, args.threads, args.seconds, args.rounds, args.motion_file)
+    print(f"physics ceilings side by side: envs {args.num_envs}, mujoco threads {comparison['mujoco_threads']}")
+    for task, fig in comparison["tasks"].items():
+        print(f"  {task:<22}: {fig['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
+              f"{fig['us_per_env_step']:8.1f} us per env step  cost x{fig['cost_vs_first']:.2f} of {tasks[0]}")
+    runs = []
+    for task in tasks:
+        result = run(task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling,
+                     args.held_ceiling, args.collector_threads, args.collector_inference, args.motion_file)
+        print()
+        print_run(argparse.Namespace(**{**vars(args), "task": task}), result)
+        runs.append(result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"comparison": comparison, "runs": runs}, f, indent=2)
+    return 0
+
+
+def print_run(args: argparse.Namespace, result: dict) -> None:
+    """The console report of one task's run()."""
     print(f"task {args.task}  envs {args.num_envs}  mujoco threads: ceiling {result['mujoco_threads']}, "
           f"collector {result['collector_mujoco_threads']}  collector groups {result['collector_groups']}")
     print(f"physics ceiling : {result['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
@@ -264,10 +342,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay_ceiling:
         print(f"replay ceiling  : {result['replay_ceiling_steps_per_s']:12,.0f} env-steps/s  "
               f"(collector / replay {result['replay_ratio']:.3f})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
-    return 0
 
 
 if __name__ == "__main__":

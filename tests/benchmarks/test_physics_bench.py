@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from benchmarks import physics
 
@@ -63,3 +64,26 @@ def test_replay_actions_are_the_rollout_steps_in_order():
 def test_ratio_is_the_median_of_each_rounds_own_ratio():
     """Rounds are paired: 0.9, 0.95 and 0.8 give 0.9, where the ratio of the medians (64 / 80) would be 0.8."""
     assert physics.paired_ratio([90.0, 57.0, 64.0], [100.0, 60.0, 80.0]) == 0.9
+
+
+def test_several_tasks_are_compared_side_by_side_then_run_each(tmp_path):
+    """--task A,B: both ceilings in the same rounds, the first's cost x1, and each task's own ceiling/collector run."""
+    path = tmp_path / "compare.json"
+    assert physics.main(["--task", "inverted_pendulum,half_cheetah", "--num-envs", "8", "--threads", "1",
+                         "--seconds", "0.05", "--rounds", "2", "--json", str(path)]) == 0
+    result = json.loads(path.read_text())
+    tasks = result["comparison"]["tasks"]
+    assert list(tasks) == ["inverted_pendulum", "half_cheetah"]
+    assert tasks["inverted_pendulum"]["cost_vs_first"] == 1.0
+    assert all(len(t["rounds"]) == 2 and t["physics_ceiling_steps_per_s"] > 0 for t in tasks.values())
+    cheetah = tasks["half_cheetah"]
+    assert cheetah["cost_vs_first"] == physics.paired_ratio(tasks["inverted_pendulum"]["rounds"], cheetah["rounds"])
+    assert cheetah["us_per_env_step"] == 1e6 / cheetah["physics_ceiling_steps_per_s"]
+    assert [r["task"] for r in result["runs"]] == ["inverted_pendulum", "half_cheetah"]
+    assert all(r["collector_steps_per_s"] > 0 for r in result["runs"])
+
+
+def test_a_tracking_task_without_its_clip_is_refused_by_name():
+    """g1_motion_tracking with no --motion-file stops at the config, naming the missing option."""
+    with pytest.raises(ValueError, match="task_options.motion_file"):
+        physics.task_config("g1_motion_tracking", 8)
