@@ -50,6 +50,26 @@ PRESETS: dict[str, dict[str, Any]] = {
         # here (walking criterion at the same checkpoint as float32), with a faster update.
         "training": {"replay_queue_size": 1, "precision": "auto"},
     },
+    # The humanoid: the reference's PPO settings (the model defaults: [512, 256, 128] ELU, std 1.0,
+    # lr 1e-3 adaptive at desired_kl 0.01, entropy 0.01, clipped value loss, 24 steps) with the
+    # env count sized for CPU collectors by measurement (BENCHMARKS.md, "G1: sizing the preset"):
+    # 512 envs kept the 2-core collector at its physics ceiling with the learner idle most of the time,
+    # and 1024 envs added no env-steps/s while doubling the time per update.
+    "g1_walk_flat": {
+        "algo": {"num_envs": 512, "steps_per_env": 24, "max_iterations": 30000, "save_interval": 50,
+                 "policy": {"actor_hidden_dims": [512, 256, 128], "critic_hidden_dims": [512, 256, 128],
+                            "init_noise_std": 0.5},
+                 "algorithm": {"learning_rate": 1e-3}},
+        "training": {"replay_queue_size": 1, "precision": "auto"},
+    },
+    # As the walk preset; the reference halves the entropy bonus for tracking.
+    "g1_motion_tracking": {
+        "algo": {"num_envs": 512, "steps_per_env": 24, "max_iterations": 30000, "save_interval": 50,
+                 "policy": {"actor_hidden_dims": [512, 256, 128], "critic_hidden_dims": [512, 256, 128],
+                            "init_noise_std": 0.5},
+                 "algorithm": {"learning_rate": 1e-3, "entropy_coef": 0.005}},
+        "training": {"replay_queue_size": 1, "precision": "auto"},
+    },
     "inverted_pendulum": {
         "algo": {
             "num_envs": 64,

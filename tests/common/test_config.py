@@ -11,6 +11,8 @@ import yaml
 from common.config import AppoConfig, ConfigError, config_from_dict, load_config
 from common.presets import GENERIC, PRESETS
 
+# The tracking task requires its clip; the config layer checks only that one is named.
+TASK_OPTIONS = {"g1_motion_tracking": {"task_options": {"motion_file": "clip.npz"}}}
 NO_PRESET = {"task": "ant_custom"}  # a task name nobody tuned: the generic preset applies
 
 
@@ -88,7 +90,7 @@ def test_untuned_task_gets_generic_preset(task):
 @pytest.mark.parametrize("task", sorted(PRESETS))
 def test_preset_applies_for_its_task(task):
     """A task with a preset gets the preset's values over the defaults."""
-    c = load_config(extra={"task": task}, environ={})
+    c = load_config(extra={"task": task, **TASK_OPTIONS.get(task, {})}, environ={})
     preset = PRESETS[task]["algo"]
     assert c.task == task
     assert c.algo.num_envs == preset["num_envs"]
@@ -524,3 +526,13 @@ def test_half_cheetah_preset_does_not_follow_generic():
     assert (alg.schedule, alg.desired_kl, alg.num_learning_epochs, alg.gamma) == ("adaptive", 0.02, 2, 0.98)
     assert (c.algo.policy.init_noise_std, c.algo.policy.activation) == (0.5, "relu")
     assert c.training.precision == "auto"
+
+
+def test_g1_tracking_preset_halves_the_entropy_bonus():
+    """The tracking preset carries the reference's entropy 0.005; the walk preset keeps the default 0.01."""
+    walk = load_config(extra={"task": "g1_walk_flat"}, environ={})
+    track = load_config(extra={"task": "g1_motion_tracking", **TASK_OPTIONS["g1_motion_tracking"]}, environ={})
+    assert walk.algo.algorithm.entropy_coef == 0.01
+    assert track.algo.algorithm.entropy_coef == 0.005
+    assert walk.algo.num_envs == track.algo.num_envs == 512
+    assert walk.algo.policy.init_noise_std == 1.0
