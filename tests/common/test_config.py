@@ -528,11 +528,18 @@ def test_half_cheetah_preset_does_not_follow_generic():
     assert c.training.precision == "auto"
 
 
-def test_g1_tracking_preset_halves_the_entropy_bonus():
-    """The tracking preset carries the reference's entropy 0.005; the walk preset keeps the default 0.01."""
+def test_g1_presets_keep_the_reference_settings_but_std_and_envs():
+    """Both G1 presets: 512 envs and std 0.5 (measured); tracking halves the entropy bonus to 0.005 as the reference."""
     walk = load_config(extra={"task": "g1_walk_flat"}, environ={})
     track = load_config(extra={"task": "g1_motion_tracking", **TASK_OPTIONS["g1_motion_tracking"]}, environ={})
     assert walk.algo.algorithm.entropy_coef == 0.01
     assert track.algo.algorithm.entropy_coef == 0.005
     assert walk.algo.num_envs == track.algo.num_envs == 512
-    assert walk.algo.policy.init_noise_std == 1.0
+    assert walk.algo.policy.init_noise_std == track.algo.policy.init_noise_std == 0.5
+    for c in (walk, track):
+        assert c.algo.policy.actor_hidden_dims == c.algo.policy.critic_hidden_dims == [512, 256, 128]
+        assert c.algo.policy.activation == "elu"
+        assert (c.algo.algorithm.learning_rate, c.algo.algorithm.schedule) == (1e-3, "adaptive")
+        assert c.algo.algorithm.desired_kl == 0.01
+        assert c.algo.steps_per_env == 24
+        assert c.training.replay_queue_size == 1
