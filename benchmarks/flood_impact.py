@@ -33,7 +33,7 @@ import numpy as np
 
 from benchmarks.netlab import NetLab, netns_available
 from benchmarks.soak import rss_mb
-from tools.tb_scalars import read_scalars
+from tools.tb_scalars import read_scalars, wait_first_iteration
 
 PORT = 5555
 
@@ -123,6 +123,8 @@ class FloodImpact:
     def run(self) -> dict:
         a = self.a
         learner = self.start()
+        # The warm-up counts from the first lap: on a loaded machine start-up alone can outlast it.
+        wait_first_iteration(learner, self.run_dir, timeout=120)
         warm: list[float] = []
         self.hold(learner, a.warmup_s, warm)
         clean: list[float] = []

@@ -37,6 +37,7 @@ from pathlib import Path
 from common.checkpoint_io import checkpoints_in
 from common.cli import at_least
 from common.config import ConfigError, load_config
+from tools.tb_scalars import wait_first_iteration
 
 VELOCITY = {
     "walking": {"time_limit_fraction": (">=", 0.90), "velocity_xy_rms_error": ("<=", 0.25),
@@ -84,7 +85,7 @@ def train(task: str, seed: int, minutes: float, save_every: int, overrides: list
     with open(log_dir / f"train_seed_{seed}.log", "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         try:
-            first = _wait_first_iteration(proc, run)
+            first = wait_first_iteration(proc, run)
             # A little past the budget, so that a checkpoint due right at it is written.
             deadline = first + minutes * 60 + 5
             while proc.poll() is None and time.monotonic() < deadline:
@@ -96,18 +97,6 @@ def train(task: str, seed: int, minutes: float, save_every: int, overrides: list
     if proc.returncode != 0:
         raise RuntimeError(f"appo-train exited {proc.returncode}; see {log_dir / f'train_seed_{seed}.log'}")
     return run
-
-
-def _wait_first_iteration(proc: subprocess.Popen, run: Path, timeout: float = 300) -> float:
-    """When the first iteration was logged: the learner creates its events file then."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"appo-train exited {proc.returncode} before its first iteration")
-        if run.is_dir() and any(run.glob("events.out.tfevents*")):
-            return time.monotonic()
-        time.sleep(0.2)
-    raise RuntimeError(f"no iteration within {timeout:.0f} s")
 
 
 def evaluate(path: Path, episodes: int) -> dict:

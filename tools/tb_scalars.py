@@ -1,8 +1,22 @@
-"""A finished run's TensorBoard scalars, for the benchmark and plotting tools."""
+"""A run's TensorBoard scalars, and when its first iteration was logged, for the benchmark and plotting tools."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
+
+
+def wait_first_iteration(proc: subprocess.Popen, run: Path, timeout: float = 300) -> float:
+    """The monotonic time at which `run` got its events file, which the learner opens at its first iteration."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the learner exited {proc.returncode} before its first iteration")
+        if run.is_dir() and any(run.glob("events.out.tfevents*")):
+            return time.monotonic()
+        time.sleep(0.2)
+    raise RuntimeError(f"no iteration of {run} within {timeout:.0f} s")
 
 
 def read_scalars(run: Path) -> dict[str, list[tuple[float, int, float]]]:
