@@ -84,7 +84,7 @@ class ReferenceAPPO:
         # V-trace, a Python loop over time.
         rho = torch.exp(target_log_probs - batch["log_probs"])
         rho_bar = torch.clamp(rho, max=c.rho_clip)
-        cs = torch.clamp(rho, max=c.c_clip)
+        cs = c.lam * torch.clamp(rho, max=c.c_clip)
         not_done = 1.0 - batch["dones"]
         num_steps = values.shape[0]
         vs = torch.zeros_like(values)
@@ -93,7 +93,10 @@ class ReferenceAPPO:
         for t in reversed(range(num_steps)):
             delta = rho_bar[t] * (batch["rewards"][t] + c.gamma * not_done[t] * next_value - values[t])
             vs[t] = values[t] + delta + c.gamma * not_done[t] * cs[t] * (next_vs - next_value)
-            advantages[t] = rho_bar[t] * (batch["rewards"][t] + c.gamma * not_done[t] * next_vs - values[t])
+            if c.advantage == "gae":
+                advantages[t] = vs[t] - values[t]
+            else:
+                advantages[t] = rho_bar[t] * (batch["rewards"][t] + c.gamma * not_done[t] * next_vs - values[t])
             next_vs, next_value = vs[t], values[t]
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         return {"values": values, "returns": vs, "advantages": advantages, "target_log_probs": target_log_probs,
@@ -125,6 +128,8 @@ class ReferenceAPPO:
                     for s, d in zip(src_params, dst_params, strict=True):
                         d.mul_(1 - c.tau).add_(s, alpha=c.tau)
         out = {k: v / steps for k, v in totals.items()}
+        residual, returns = fixed["returns"] - fixed["values"], fixed["returns"]
+        out["explained_variance"] = (1.0 - residual.var() / returns.var()).item()
         out.update(learning_rate=self.learning_rate, rho_clip=stats["rho_clip_fraction"].item(),
                    rho_p99=stats["rho_p99"].item(), lp_delta=stats["log_prob_delta_abs_mean"].item(),
                    mean_std=self.model.log_std.exp().mean().item())
@@ -140,7 +145,8 @@ class ReferenceAPPO:
             target = Normal(mb["target_mu"], mb["target_sigma"])
             kl = kl_divergence(target, Normal(dist.mean, dist.stddev)).sum(-1).mean().item()
         if c.schedule == "adaptive":
-            self.learning_rate = adaptive_lr(self.learning_rate, kl, c.desired_kl, c.kl_factor, c.lr_factor)
+            self.learning_rate = adaptive_lr(self.learning_rate, kl, c.desired_kl, c.kl_factor, c.lr_factor,
+                                             c.lr_min, c.lr_max)
             for group in self.optimizer.param_groups:
                 group["lr"] = self.learning_rate
         # IMPACT ratio min(1, exp(b - p)) * exp(log pi - b), clipped surrogate, clipped value loss.
@@ -157,7 +163,12 @@ class ReferenceAPPO:
         loss = surrogate + c.value_loss_coef * v_loss - c.entropy_coef * entropy
         self.optimizer.zero_grad()
         loss.backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+        if c.grad_clip == "per_network":
+            actor = [self.model.log_std, *self.model.actor.parameters()]
+            grad_norm = torch.hypot(nn.utils.clip_grad_norm_(actor, c.max_grad_norm),
+                                    nn.utils.clip_grad_norm_(self.model.critic.parameters(), c.max_grad_norm))
+        else:
+            grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
         self.optimizer.step()
         clip_fraction = ((ratio.detach() - 1.0).abs() > c.clip_param).float().mean()
         return {"surrogate": surrogate.item(), "value": v_loss.item(), "entropy": entropy.item(),

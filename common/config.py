@@ -70,21 +70,36 @@ class AlgorithmConfig(_Section):
     num_mini_batches: int = Field(4, ge=1, description="Minibatches per epoch (split over envs).")
     clip_param: float = Field(0.2, gt=0, lt=1, description="PPO ratio clip epsilon (also the value clip).")
     gamma: float = Field(0.99, gt=0, le=1, description="Discount factor.")
-    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda; unused by V-trace, kept for config compatibility.")
+    lam: float = Field(0.95, ge=0, le=1, description="V-trace's trace-cutting lambda: c_t = lam * min(c_clip, rho_t); "
+                       "on-policy the targets are GAE(lam)'s lambda-returns, and 1 is plain V-trace.")
+    advantage: Literal["impala", "gae"] = Field(
+        "impala", description="Policy-gradient advantage: impala = rho_bar_t * (r_t + gamma * vs_{t+1} - V(x_t)) "
+        "(the IMPALA paper's); gae = vs_t - V(x_t), on-policy GAE(lam)'s advantage.")
     value_loss_coef: float = Field(1.0, ge=0, description="Weight of the value loss.")
     entropy_coef: float = Field(0.01, ge=0, description="Weight of the entropy bonus.")
     learning_rate: float = Field(1e-3, gt=0, le=1, description="Initial learning rate.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clip (see grad_clip).")
+    grad_clip: Literal["joint", "per_network"] = Field(
+        "joint", description="Clip the gradient norm of actor and critic together (joint) or of each on its own "
+        "(per_network, as rsl_rl's PPO with separate actor and critic).")
     use_clipped_value_loss: bool = Field(True, description="Clip the value loss around the old values.")
     schedule: Literal["adaptive", "fixed"] = Field("adaptive", description="Learning-rate schedule.")
     desired_kl: float = Field(0.01, gt=0, description="Target KL(target policy || current) of the adaptive schedule.")
     kl_factor: float = Field(1.2, gt=1, description="KL band: adapt outside [desired/kl_factor, desired*kl_factor].")
     lr_factor: float = Field(1.1, gt=1, description="Multiply/divide the learning rate by this outside the band.")
+    lr_min: float = Field(1e-5, gt=0, le=1, description="Floor of the adaptive learning rate.")
+    lr_max: float = Field(1e-2, gt=0, le=1, description="Cap of the adaptive learning rate.")
     optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="Optimizer.")
     tau: float = Field(1.0, gt=0, le=1, description="Target update: target <- tau*actor + (1-tau)*target.")
     target_update_freq: int = Field(1, ge=1, description="Update the target policy every this many updates.")
     rho_clip: float = Field(1.0, gt=0, description="V-trace rho-bar (importance weight clip for the TD error).")
     c_clip: float = Field(1.0, gt=0, description="V-trace c-bar (trace-cutting clip).")
+
+    @model_validator(mode="after")
+    def _lr_bounds_ordered(self) -> AlgorithmConfig:
+        if self.lr_min > self.lr_max:
+            raise ValueError(f"lr_min ({self.lr_min}) must not exceed lr_max ({self.lr_max})")
+        return self
 
 
 class AlgoConfig(_Section):
@@ -96,6 +111,10 @@ class AlgoConfig(_Section):
     save_interval: int = Field(50, ge=1, description="Checkpoint every this many iterations (and at the end).")
     seed: int = Field(1, ge=0, description="Base seed; collector i uses seed + 1000*(i+1).")
     empirical_normalization: bool = Field(True, description="Normalize observations with running statistics.")
+    normalizer_warmup: bool = Field(
+        False, description="Rollouts acted by the first policy (version 0, whose normaliser is still the identity) "
+        "only set the normalisers' statistics and are not trained on: the first update then sees the input "
+        "scale its rollouts were acted on.")
     policy: PolicyConfig = PolicyConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
 

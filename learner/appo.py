@@ -37,7 +37,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from common.config import AppoConfig
 from common.policy import ActorCritic, gaussian_log_prob
@@ -61,7 +60,7 @@ _OPTIMIZERS = {
 # Rows per forward (and backward) part on a CPU: a [rows, 256] activation stays within a few MB of cache.
 _CPU_CHUNK_ROWS = 4096
 # Per-minibatch sums kept on the device, in this order.
-_SUMS = ("surrogate", "value", "entropy", "clip", "grad_norm", "kl")
+_SUMS = ("surrogate", "value", "entropy", "clip", "grad_norm", "actor_grad_norm", "critic_grad_norm", "kl")
 
 
 def _fused_takes_tensor_lr(cls, kwargs: dict, lr: torch.Tensor) -> bool:
@@ -134,6 +133,9 @@ class APPO:
         self._lr = torch.tensor(float(self.cfg.learning_rate), dtype=lr_dtype, device=device)
         self._lr_value = float(self.cfg.learning_rate)
         self.optimizer, self._opt_lr = make_optimizer(self.cfg.optimizer, self.model.parameters(), self._lr)
+        # The actor's side of the gradient (its std included) and the critic's, for per-network clipping.
+        self._actor_params = [self.model.log_std, *self.model.actor.parameters()]
+        self._critic_params = list(self.model.critic.parameters())
         self.num_updates = 0
         self._helper = _HelperThread()
         self.compiled = bool(cfg.training.compile)
@@ -167,7 +169,7 @@ class APPO:
 
     def _adapt_lr(self, kl: torch.Tensor) -> None:
         c = self.cfg
-        adaptive_lr_(self._lr, kl, c.desired_kl, c.kl_factor, c.lr_factor)
+        adaptive_lr_(self._lr, kl, c.desired_kl, c.kl_factor, c.lr_factor, c.lr_min, c.lr_max)
         if self._opt_lr is None:  # no fused kernel with a Tensor lr on this device: one sync per step
             lr = self._lr.item()
             for group in self.optimizer.param_groups:
@@ -207,7 +209,7 @@ class APPO:
                  for k in ("target_mu", "target_log_probs", "values", "returns", "advantages")}
         vs, advantages = vtrace(
             batch["log_probs"], fixed["target_log_probs"], batch["rewards"], fixed["values"], bootstrap,
-            batch["dones"], c.gamma, c.rho_clip, c.c_clip,
+            batch["dones"], c.gamma, c.rho_clip, c.c_clip, c.lam, c.advantage,
         )
         fixed["returns"].copy_(vs)
         fixed["advantages"].copy_((advantages - advantages.mean()) / (advantages.std() + 1e-8))
@@ -257,6 +259,7 @@ class APPO:
         clock = _PhaseClock(self.device, timings)
         fixed = self.process(batch)
         stats = vtrace_stats(batch["log_probs"], fixed["target_log_probs"], c.rho_clip)
+        stats["explained_variance"] = explained_variance(fixed["values"], fixed["returns"])
         packed = fixed["packed"]
         del fixed
         clock.lap("process")
@@ -357,9 +360,24 @@ class APPO:
             v_loss = self._critic_backward(chunks)
         if c.schedule == "adaptive":
             self._adapt_lr(kl)  # before this minibatch's optimizer step
-        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+        actor_norm, critic_norm = self._clip_gradients()
         self.optimizer.step()
-        return torch.stack([surrogate, v_loss, entropy, clip_fraction, grad_norm, kl]).detach().double()
+        grad_norm = torch.hypot(actor_norm, critic_norm)
+        return torch.stack([surrogate, v_loss, entropy, clip_fraction, grad_norm, actor_norm, critic_norm,
+                            kl]).detach().double()
+
+    def _clip_gradients(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Clip by grad_clip (joint: one norm over both networks; per_network: each its own); pre-clip norms."""
+        c = self.cfg
+        actor_grads = [p.grad for p in self._actor_params if p.grad is not None]
+        critic_grads = [p.grad for p in self._critic_params if p.grad is not None]
+        actor_norm, critic_norm = _grad_norm(actor_grads, self.device), _grad_norm(critic_grads, self.device)
+        if c.grad_clip == "per_network":
+            _scale_to(actor_grads, actor_norm, c.max_grad_norm)
+            _scale_to(critic_grads, critic_norm, c.max_grad_norm)
+        else:
+            _scale_to(actor_grads + critic_grads, torch.hypot(actor_norm, critic_norm), c.max_grad_norm)
+        return actor_norm, critic_norm
 
     # ------------------------------------------------------------------ CPU streams
 
@@ -385,10 +403,11 @@ class APPO:
         """Every metric of the update in one device-to-host transfer."""
         extra = torch.stack([
             stats["rho_clip_fraction"], stats["rho_p99"], stats["log_prob_delta_abs_mean"],
-            self.model.log_std.detach().exp().mean(),
+            stats["explained_variance"], self.model.log_std.detach().exp().mean(),
         ]).double()
         values = torch.cat([sums / steps, extra, self._lr.reshape(1)]).tolist()
-        m = dict(zip((*_SUMS, "rho_clip", "rho_p99", "lp_delta", "mean_std", "lr"), values, strict=True))
+        names = (*_SUMS, "rho_clip", "rho_p99", "lp_delta", "explained_variance", "mean_std", "lr")
+        m = dict(zip(names, values, strict=True))
         self._lr_value = m["lr"]
         return {
             "Loss/surrogate": m["surrogate"],
@@ -398,6 +417,9 @@ class APPO:
             "Train/approx_kl": m["kl"],
             "Train/clip_fraction": m["clip"],
             "Train/global_gradient_norm": m["grad_norm"],
+            "Train/actor_gradient_norm": m["actor_grad_norm"],
+            "Train/critic_gradient_norm": m["critic_grad_norm"],
+            "Train/value_explained_variance": m["explained_variance"],
             "Train/vtrace_rho_clip_fraction": m["rho_clip"],
             "Train/vtrace_rho_p99": m["rho_p99"],
             "Train/behavior_to_current_log_prob_delta": m["lp_delta"],
@@ -443,6 +465,25 @@ class APPO:
                     st["step"] = st["step"].to(device=p.device, dtype=torch.float32)
         self.num_updates = int(state["num_updates"])
         self.set_learning_rate(float(state["learning_rate"]))
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """1 - Var(returns - values) / Var(returns): the share of the targets' variance the critic predicts."""
+    var = returns.var()
+    return torch.where(var > 0, 1.0 - (returns - values).var() / var, torch.zeros_like(var))
+
+
+def _grad_norm(grads: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The 2-norm of all `grads` together (0 without any), on the device: no sync."""
+    if not grads:
+        return torch.zeros((), device=device)
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+
+
+def _scale_to(grads: list[torch.Tensor], norm: torch.Tensor, max_norm: float) -> None:
+    """Scale `grads` in place so their norm is at most max_norm (as nn.utils.clip_grad_norm_)."""
+    if grads:
+        torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
 
 
 class _HelperThread:

@@ -101,6 +101,7 @@ class Learner:
         self.heartbeat = Heartbeat(cfg.training.liveness_timeout_s, "learner loop")
         self.weights_published = False
         self.waiting_since: float | None = None  # monotonic time since the lap has waited for rollouts
+        self.normalizer_only_rollouts = 0  # rollouts of policy version 0 taken by the normaliser warm-up only
 
     # ------------------------------------------------------------------ main loop
 
@@ -147,7 +148,10 @@ class Learner:
             if not slots:
                 return False
             t1 = time.perf_counter()
-            fresh = self._stage(slots)
+            warmed = self.normalizer_only_rollouts
+            fresh = self._warm_up_normalizers(self._stage(slots))
+            if not fresh and self.normalizer_only_rollouts > warmed:
+                return True  # a lap of the first policy's rollouts only: the normaliser took them
         t2 = time.perf_counter()
         active = self.staging.active()
         batch = self.staging.batch(active)
@@ -237,6 +241,27 @@ class Learner:
         # A pool smaller than one lap's arrivals overwrote some of them already.
         return sorted(set(fresh[-self.staging.capacity :]))
 
+    def _warm_up_normalizers(self, fresh: list[int]) -> list[int]:
+        """With algo.normalizer_warmup, take the first policy's rollouts into the normalisers only.
+
+        Policy version 0 acted on observations its identity normaliser left raw; training on them
+        against a normaliser fitted since would see another input scale than they were acted on.
+        The first such lap publishes version 1 (the fitted normaliser, the same actor) to act on.
+        """
+        if not self.cfg.algo.normalizer_warmup:
+            return fresh
+        warm = [i for i in fresh if self.staging.entries[i].meta.policy_version == 0]
+        if not warm:
+            return fresh
+        self.appo.update_normalizers(self.staging.batch(warm))
+        self.staging.drop(warm)
+        self.normalizer_only_rollouts += len(warm)
+        if self.progress.policy_version == 0:
+            self.progress.policy_version = 1
+            self._publish()
+            log.info("normalizers warmed up", rollouts=len(warm))
+        return [i for i in fresh if i not in warm]
+
     def _publish(self) -> None:
         self.transport.publish_weights(self.progress.policy_version, flat_weights(self.appo.model))
         self.weights_published = True
@@ -315,6 +340,7 @@ class Learner:
             "last_mean_reward": self._last_scalars.get("Train/mean_reward"),
             "episodes": self.episodes.state_dict(),
             "staging": self.staging.state_dict(),
+            "normalizer_only_rollouts": self.normalizer_only_rollouts,
             "rng": rng_state(),
             "config": self.cfg.to_dict(),
             "task": self.task.name,
@@ -330,6 +356,7 @@ class Learner:
         self._steps_at_start = p.total_env_steps
         self.episodes.load_state_dict(state["episodes"])
         self.staging.load_state_dict(state["staging"])
+        self.normalizer_only_rollouts = int(state.get("normalizer_only_rollouts", 0))  # absent before the warm-up
         set_rng_state(state["rng"])
         self.metrics.resume_at(p.iteration)
 
@@ -353,8 +380,12 @@ class Learner:
         self.write_summary()
 
     def trained_fraction(self) -> float:
-        """Share of the env steps staged so far that at least one update trained on."""
-        staged = self.progress.total_env_steps
+        """Share of the env steps staged for training so far that at least one update trained on.
+
+        The normaliser warm-up's rollouts are not counted: they were never meant for training
+        (summary.json reports them as normalizer_only_env_steps).
+        """
+        staged = self.progress.total_env_steps - self.normalizer_only_rollouts * self.spec.env_steps
         return self.staging.trained_rollouts * self.spec.env_steps / staged if staged else 1.0
 
     def summary(self) -> dict:
@@ -368,6 +399,7 @@ class Learner:
             "total_env_steps": p.total_env_steps,
             "trained_env_steps": self.staging.trained_rollouts * self.spec.env_steps,
             "trained_fraction": self.trained_fraction(),
+            "normalizer_only_env_steps": self.normalizer_only_rollouts * self.spec.env_steps,
             # Arrived in the ring, staged or not: at a stop up to ring_slots of them were never staged.
             "received_env_steps": self._steps_at_start + self.receiver.received * self.spec.env_steps,
             "staging_overflow": self.cfg.training.staging_overflow,

@@ -73,6 +73,13 @@ class StagingPool:
             out[k] = x.transpose(0, 1).contiguous() if k in SEQUENCE_FIELDS else x
         return out
 
+    def drop(self, indices: list[int]) -> None:
+        """Empty these entries (poisoned with NaN again): they will not be trained on."""
+        for i in indices:
+            self.entries[i] = None
+            for t in self.tensors.values():
+                t[i].fill_(float("nan"))
+
     def mark_used(self, indices: list[int]) -> None:
         for i in indices:
             if self.entries[i].uses == 0:

@@ -4,11 +4,19 @@ All tensors are time-major, [T, N]; `bootstrap_values` is V(x_T), [N]. `dones` i
 1.0 where an episode ended at step t (terminated or truncated; the collector has
 already folded gamma * V(final) into a truncated step's reward), so x_{t+1} then
 belongs to the next episode and is masked out of step t's target.
+
+The traces are c_t = lam * min(c_bar, rho_t), IMPALA's optional trace-cutting
+lambda: with rho = 1 the targets vs are GAE(lam)'s lambda-returns, and lam = 1 is
+the plain V-trace of the paper's main text.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+
+Advantage = Literal["impala", "gae"]
 
 
 def _next(seq: torch.Tensor, bootstrap: torch.Tensor) -> torch.Tensor:
@@ -27,13 +35,21 @@ def vtrace(
     gamma: float,
     clip_rho: float,
     clip_c: float,
+    lam: float,
+    advantage: Advantage = "impala",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """V-trace targets vs [T, N] and policy-gradient advantages [T, N] (unnormalized)."""
+    """V-trace targets vs [T, N] and policy-gradient advantages [T, N] (unnormalized).
+
+    advantage="impala": rho_bar_t * (r_t + gamma * vs_{t+1} - V(x_t)), the paper's;
+    advantage="gae": vs_t - V(x_t), which with rho = 1 is GAE(lam)'s advantage.
+    """
     values = values.detach()
     bootstrap_values = bootstrap_values.detach()
     rho = torch.exp(target_log_probs.detach() - behavior_log_probs.detach())
     rho_bar = rho.clamp(max=clip_rho)
     c = rho.clamp(max=clip_c)
+    if lam != 1.0:  # skipped at 1 so that plain V-trace keeps its exact numbers
+        c = c * lam
     discount = gamma * (1.0 - dones.to(values.dtype))
 
     deltas = rho_bar * (rewards + discount * _next(values, bootstrap_values) - values)
@@ -47,6 +63,8 @@ def vtrace(
         acc = torch.addcmul(deltas[t], decay[t], acc, out=corrections[t])
     vs = values + corrections
 
+    if advantage == "gae":
+        return vs, corrections.clone()
     advantages = rho_bar * (rewards + discount * _next(vs, bootstrap_values) - values)
     return vs, advantages
 

@@ -111,6 +111,8 @@ class Results:
     timeouts: list[bool] = field(default_factory=list)
     sq_err_xy: float = 0.0   # summed over counted (env, step) samples
     sq_err_yaw: float = 0.0
+    sq_cmd_xy: float = 0.0  # commanded and measured xy speeds, squared: does it move as told, or stand?
+    sq_meas_xy: float = 0.0
     tracked_samples: int = 0
     # Motion tracking: anchor, body and joint errors and the per-body errors summed over counted samples.
     body_names: list[str] = field(default_factory=list)
@@ -137,6 +139,8 @@ class Results:
         err = np.asarray(commanded, np.float64) - np.asarray(measured, np.float64)
         self.sq_err_xy += float(np.square(err[:, :2]).sum())
         self.sq_err_yaw += float(np.square(err[:, 2]).sum())
+        self.sq_cmd_xy += float(np.square(np.asarray(commanded, np.float64)[:, :2]).sum())
+        self.sq_meas_xy += float(np.square(np.asarray(measured, np.float64)[:, :2]).sum())
         self.tracked_samples += len(err)
 
     def figures(self) -> dict:
@@ -150,6 +154,8 @@ class Results:
         if self.tracked_samples:
             out["velocity_xy_rms_error"] = float(np.sqrt(self.sq_err_xy / self.tracked_samples))
             out["yaw_rate_rms_error"] = float(np.sqrt(self.sq_err_yaw / self.tracked_samples))
+            out["commanded_xy_speed_rms"] = float(np.sqrt(self.sq_cmd_xy / self.tracked_samples))
+            out["measured_xy_speed_rms"] = float(np.sqrt(self.sq_meas_xy / self.tracked_samples))
         if self.motion_samples:
             for name, total in zip(MOTION_ERRORS, self.motion_err, strict=True):
                 out[f"{name}_mean"] = float(total / self.motion_samples)
@@ -350,6 +356,8 @@ def report(out: dict) -> str:
     if "velocity_xy_rms_error" in out:
         lines.append(f"velocity tracking RMS error: xy {out['velocity_xy_rms_error']:.4f} m/s  "
                      f"yaw rate {out['yaw_rate_rms_error']:.4f} rad/s")
+        lines.append(f"xy speed RMS: commanded {out['commanded_xy_speed_rms']:.4f} m/s  "
+                     f"measured {out['measured_xy_speed_rms']:.4f} m/s")
     if "clip_fraction_mean" in out:
         lines.append(f"motion tracking mean error: anchor position {out['anchor_pos_error_mean']:.4f} m  "
                      f"body position {out['body_pos_error_mean']:.4f} m  joint position "

@@ -83,6 +83,9 @@ def test_one_step_gradients_match_reference():
     (),
     ("algo.algorithm.use_clipped_value_loss=false", "algo.algorithm.tau=0.5"),
     ("algo.algorithm.schedule=fixed", "algo.algorithm.optimizer=sgd"),
+    ("algo.algorithm.lam=0.8", "algo.algorithm.advantage=gae", "algo.algorithm.grad_clip=per_network",
+     "algo.algorithm.max_grad_norm=0.05", "algo.algorithm.lr_max=4e-3", "algo.algorithm.kl_factor=2.0",
+     "algo.algorithm.lr_factor=1.5"),
 ])
 def test_full_update_matches_reference(overrides, threads):
     """Several epochs x minibatches: parameters, target, lr and every metric agree."""
@@ -102,7 +105,8 @@ def test_full_update_matches_reference(overrides, threads):
         pairs = {"Loss/surrogate": "surrogate", "Loss/value": "value", "Loss/entropy": "entropy",
                  "Train/approx_kl": "kl", "Train/clip_fraction": "clip", "Train/global_gradient_norm": "grad_norm",
                  "Train/vtrace_rho_clip_fraction": "rho_clip", "Train/vtrace_rho_p99": "rho_p99",
-                 "Train/behavior_to_current_log_prob_delta": "lp_delta", "Policy/mean_std": "mean_std"}
+                 "Train/behavior_to_current_log_prob_delta": "lp_delta", "Policy/mean_std": "mean_std",
+                 "Train/value_explained_variance": "explained_variance"}
         for k, r in pairs.items():
             assert mo[k] == pytest.approx(mr[r], rel=1e-4, abs=1e-6), k
     assert ours.learning_rate == ref.learning_rate

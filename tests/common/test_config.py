@@ -343,11 +343,21 @@ def test_refuse_wrong_type_in_yaml_and_env(tmp_path):
         ("algo.policy.actor_hidden_dims=[]", r"algo\.policy\.actor_hidden_dims"),
         ("training.collector_nice=20", r"training\.collector_nice"),
         ("training.collector_nice=-2", r"training\.collector_nice"),
+        ("algo.algorithm.lam=1.5", r"algo\.algorithm\.lam"),
+        ("algo.algorithm.kl_factor=1.0", r"algo\.algorithm\.kl_factor"),
+        ("algo.algorithm.lr_min=0", r"algo\.algorithm\.lr_min"),
     ],
 )
 def test_refuse_out_of_range(override, key):
     """An out-of-range value is refused, naming the key."""
     _refused(key, overrides=[override], extra=NO_PRESET)
+
+
+def test_refuse_lr_bounds_in_the_wrong_order():
+    """lr_min above lr_max is refused, naming both values."""
+    msg = _refused(r"algo\.algorithm", overrides=["algo.algorithm.lr_min=1e-2", "algo.algorithm.lr_max=1e-3"],
+                   extra=NO_PRESET)
+    assert "lr_min (0.01) must not exceed lr_max (0.001)" in msg
 
 
 def test_refuse_bad_literal_names_allowed_values():

@@ -11,7 +11,7 @@ from torch import nn
 from common.config import load_config
 from common.synthetic import synthetic_batch
 from common.task_spec import task_spec
-from learner.appo import APPO
+from learner.appo import _SUMS, APPO
 from learner.lr_schedule import adaptive_lr, adaptive_lr_
 
 TASK = task_spec("go2_joystick_flat")
@@ -123,7 +123,7 @@ def test_no_host_sync_inside_the_minibatch_loop(monkeypatch):
         for name in ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "cpu"):
             m.setattr(torch.Tensor, name, forbidden)
         sums, steps = appo._minibatch_loop(packed, abort=lambda: False)
-    assert steps == 4 and sums.shape == (6,)
+    assert steps == 4 and sums.shape == (len(_SUMS),)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -271,3 +271,57 @@ def test_minibatch_in_parts_gives_the_whole_minibatch_step(threads):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     for k in m1:
         assert m1[k] == pytest.approx(m2[k], rel=1e-5, abs=1e-7), k
+
+
+# ------------------------------------------------------------------ gradient clipping and update metrics
+
+
+def _set_grads(appo: APPO, actor_norm: float, critic_norm: float) -> None:
+    """Gradients of the given norm on each network: the same direction in every element."""
+    actor = [appo.model.log_std, *appo.model.actor.parameters()]
+    critic = list(appo.model.critic.parameters())
+    for params, norm in ((actor, actor_norm), (critic, critic_norm)):
+        count = sum(p.numel() for p in params)
+        for p in params:
+            p.grad = torch.full_like(p, norm / math.sqrt(count))
+
+
+def _norm(params) -> float:
+    return math.sqrt(sum(float(p.grad.square().sum()) for p in params))
+
+
+@pytest.mark.parametrize("mode,after", [("per_network", (1.0, 0.5)),
+                                        ("joint", (3.0 / math.hypot(3.0, 0.5), 0.5 / math.hypot(3.0, 0.5)))])
+def test_gradient_clipping_per_network_or_joint(mode, after):
+    """per_network clips each network's gradient to max_grad_norm alone; joint scales both by one factor."""
+    appo, _ = _appo(_cfg(f"algo.algorithm.grad_clip={mode}", "algo.algorithm.max_grad_norm=1.0"))
+    _set_grads(appo, 3.0, 0.5)
+    actor_norm, critic_norm = appo._clip_gradients()
+    assert (actor_norm.item(), critic_norm.item()) == pytest.approx((3.0, 0.5), rel=1e-5)  # before clipping
+    actor = [appo.model.log_std, *appo.model.actor.parameters()]
+    assert (_norm(actor), _norm(appo.model.critic.parameters())) == pytest.approx(after, rel=1e-4)
+
+
+def test_update_reports_each_networks_gradient_norm_and_explained_variance():
+    """The update's metrics hold each network's pre-clip norm (their hypot is the global one) and the
+    critic's explained variance, which fitting the critic on one batch raises."""
+    appo, batch = _appo(_cfg("algo.algorithm.num_learning_epochs=8", "algo.algorithm.learning_rate=3e-3",
+                             "algo.algorithm.schedule=fixed"))
+    first = appo.update(batch)
+    assert first["Train/actor_gradient_norm"] > 0 and first["Train/critic_gradient_norm"] > 0
+    # Per-step hypot averaged over steps is at least the hypot of the averages (triangle inequality).
+    assert first["Train/global_gradient_norm"] >= math.hypot(first["Train/actor_gradient_norm"],
+                                                             first["Train/critic_gradient_norm"]) * (1 - 1e-6)
+    for _ in range(5):
+        last = appo.update(batch)
+    assert first["Train/value_explained_variance"] < last["Train/value_explained_variance"] <= 1.0
+
+
+@pytest.mark.parametrize("overrides,bound", [(("algo.algorithm.desired_kl=1e-7", "algo.algorithm.lr_min=5e-4"), 5e-4),
+                                             (("algo.algorithm.desired_kl=10", "algo.algorithm.lr_max=2e-3"), 2e-3)],
+                         ids=["floor", "cap"])
+def test_adaptive_rate_stays_within_the_configured_bounds(overrides, bound):
+    """The adaptive rate stops at lr_min going down and at lr_max going up (20 steps would pass both)."""
+    appo, batch = _appo(_cfg(*overrides))
+    appo.update(batch)
+    assert appo.learning_rate == pytest.approx(bound, rel=1e-12)

@@ -13,18 +13,18 @@ from learner.learner import Learner
 from learner.ring import SlotMeta
 
 
-def _learner(tmp_path, overflow: str) -> tuple[Learner, LearnerShm]:
+def _learner(tmp_path, overflow: str, *overrides: str) -> tuple[Learner, LearnerShm]:
     cfg = load_config(["algo.num_envs=8", "algo.steps_per_env=4", "algo.policy.actor_hidden_dims=[16]",
                        "algo.policy.critic_hidden_dims=[16]", "training.console=false", "training.device=cpu",
                        "training.replay_queue_size=2", "training.ring_slots=4", "algo.max_iterations=100",
-                       f"training.staging_overflow={overflow}"],
+                       f"training.staging_overflow={overflow}", *overrides],
                       extra={"task": "inverted_pendulum"}, environ={})
     task = task_spec("inverted_pendulum")
     transport = LearnerShm(tmp_path / "shm", overflow, None, flat_weights_size(ActorCritic.from_config(cfg, task)))
     return Learner(cfg, task, tmp_path / overflow, transport, threading.Event()), transport
 
 
-def _fill_ring(learner: Learner, count: int, seq0: int = 0) -> None:
+def _fill_ring(learner: Learner, count: int, seq0: int = 0, version: int | None = None) -> None:
     rng = np.random.default_rng(seq0)
     for seq in range(seq0, seq0 + count):
         slot = learner.ring.claim(0)
@@ -33,7 +33,8 @@ def _fill_ring(learner: Learner, count: int, seq0: int = 0) -> None:
             a[...] = rng.normal(size=a.shape)
         arrays["dones"][...] = rng.random(arrays["dones"].shape) < 0.1
         arrays["truncated"][...] = 0.0
-        learner.ring.publish(slot, SlotMeta("c0", seq, learner.progress.policy_version, {}))
+        made_by = learner.progress.policy_version if version is None else version
+        learner.ring.publish(slot, SlotMeta("c0", seq, made_by, {}))
 
 
 def test_wait_stages_at_most_the_pool_and_trains_everything(tmp_path):

@@ -42,6 +42,7 @@ def _train_a_bit(learner: Learner) -> None:
     learner.staging.mark_used(learner.staging.active())
     learner.progress.iteration, learner.progress.policy_version = 7, 7
     learner.progress.total_env_steps, learner.progress.best_mean_reward = 1234, 55.5
+    learner.normalizer_only_rollouts = 3
     learner.episodes.add({"episodes": 3, "return_mean": 50.0, "length_mean": 40.0, "timeout_rate": 0.0,
                           "terms": {"alive": 50.0}})
 
@@ -69,7 +70,8 @@ def test_every_item_round_trips_through_a_checkpoint(tmp_path):
     b.load_state_dict(load_checkpoint(path))
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected_draws
     sa, sb = a.state_dict(), b.state_dict()
-    for key in ("appo", "iteration", "policy_version", "total_env_steps", "best_mean_reward", "episodes", "staging"):
+    for key in ("appo", "iteration", "policy_version", "total_env_steps", "best_mean_reward", "episodes", "staging",
+                "normalizer_only_rollouts"):
         assert _equal(sa[key], sb[key]), key
     assert b.appo.learning_rate == 0.00123 and b.appo.optimizer.param_groups[0]["lr"] == 0.00123
     assert b.appo.optimizer.state_dict()["state"], "optimizer moments restored"
@@ -77,4 +79,5 @@ def test_every_item_round_trips_through_a_checkpoint(tmp_path):
     assert b.appo.model.obs_normalizer.count.item() == a.appo.model.obs_normalizer.count.item() > 0
     assert b.episodes.means() == a.episodes.means()
     assert b.staging.occupancy() == 2 and b.staging.trained_rollouts == a.staging.trained_rollouts
+    assert b.normalizer_only_rollouts == 3 and b.trained_fraction() == a.trained_fraction()
     ta.close(), tb.close()

@@ -29,7 +29,7 @@ def random_batch(seed: int, dtype=torch.float64, log_prob_spread: float = 1.0) -
     }
 
 
-def reference_vtrace(b: dict, gamma: float, clip_rho: float, clip_c: float) -> tuple[list, list]:
+def reference_vtrace(b: dict, gamma: float, clip_rho: float, clip_c: float, lam: float = 1.0) -> tuple[list, list]:
     """vs by the forward-sum definition and advantages from it, one element at a time."""
     keys = ("behavior_log_probs", "target_log_probs", "rewards", "values", "bootstrap_values", "dones")
     bl, tl, r, v, boot, d = (b[k].tolist() for k in keys)
@@ -47,7 +47,7 @@ def reference_vtrace(b: dict, gamma: float, clip_rho: float, clip_c: float) -> t
             total, weight = v[t][n], 1.0
             for s in range(t, n_t):
                 total += weight * delta[s][n]
-                weight *= gamma * min(clip_c, rho[s][n]) * (1 - d[s][n])
+                weight *= gamma * lam * min(clip_c, rho[s][n]) * (1 - d[s][n])
             vs[t][n] = total
 
     def vs_at(t: int, n: int) -> float:
@@ -58,21 +58,23 @@ def reference_vtrace(b: dict, gamma: float, clip_rho: float, clip_c: float) -> t
     return vs, adv
 
 
-def run(b: dict, gamma: float = GAMMA, clip_rho: float = 1.0, clip_c: float = 1.0):
-    return vtrace(**b, gamma=gamma, clip_rho=clip_rho, clip_c=clip_c)
+def run(b: dict, gamma: float = GAMMA, clip_rho: float = 1.0, clip_c: float = 1.0, lam: float = 1.0,
+        advantage: str = "impala"):
+    return vtrace(**b, gamma=gamma, clip_rho=clip_rho, clip_c=clip_c, lam=lam, advantage=advantage)
 
 
-@pytest.mark.parametrize("clip_rho,clip_c", [(1.0, 1.0), (2.0, 1.0), (0.8, 1.5), (1.0, 0.5)])
-def test_matches_forward_sum_reference(clip_rho, clip_c):
-    """vs and advantages equal the per-element IMPALA definitions with clipping and episode ends."""
+@pytest.mark.parametrize("clip_rho,clip_c,lam", [(1.0, 1.0, 1.0), (2.0, 1.0, 1.0), (0.8, 1.5, 1.0), (1.0, 0.5, 1.0),
+                                                 (1.0, 1.0, 0.95), (2.0, 1.0, 0.8), (0.8, 1.5, 0.5)])
+def test_matches_forward_sum_reference(clip_rho, clip_c, lam):
+    """vs and advantages equal the per-element IMPALA definitions with clipping, lambda and episode ends."""
     b = random_batch(seed=int(10 * clip_rho + clip_c))
     rho = torch.exp(b["target_log_probs"] - b["behavior_log_probs"])
     # Both sides of both clips must occur, or the test would not exercise the clipping.
     for clip in (clip_rho, clip_c):
         assert (rho > clip).any() and (rho < clip).any()
     assert b["dones"].sum() >= 5 and (b["dones"].sum(0) == 0).any()
-    vs, adv = run(b, clip_rho=clip_rho, clip_c=clip_c)
-    ref_vs, ref_adv = reference_vtrace(b, GAMMA, clip_rho, clip_c)
+    vs, adv = run(b, clip_rho=clip_rho, clip_c=clip_c, lam=lam)
+    ref_vs, ref_adv = reference_vtrace(b, GAMMA, clip_rho, clip_c, lam)
     torch.testing.assert_close(vs, torch.tensor(ref_vs, dtype=torch.float64), rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(adv, torch.tensor(ref_adv, dtype=torch.float64), rtol=1e-10, atol=1e-10)
 
@@ -105,6 +107,84 @@ def test_on_policy_reduces_to_monte_carlo_bootstrap_return():
     next_vs = torch.cat([ref[1:], b["bootstrap_values"][None]])
     expected_adv = b["rewards"] + GAMMA * (1 - b["dones"]) * next_vs - b["values"]
     torch.testing.assert_close(adv, expected_adv, rtol=1e-10, atol=1e-10)
+
+
+def gae_reference(rewards, values, bootstrap, terminated, timed_out, final_values, gamma, lam):
+    """GAE(lambda) the textbook way: a terminal step bootstraps 0, a time-out its final state's value."""
+    n_t, n_n = len(rewards), len(rewards[0])
+    adv = [[0.0] * n_n for _ in range(n_t)]
+    for n in range(n_n):
+        running = 0.0
+        for t in reversed(range(n_t)):
+            if terminated[t][n]:
+                next_value, running = 0.0, 0.0
+            elif timed_out[t][n]:
+                next_value, running = final_values[t][n], 0.0
+            else:
+                next_value = bootstrap[n] if t == n_t - 1 else values[t + 1][n]
+            delta = rewards[t][n] + gamma * next_value - values[t][n]
+            running = delta + gamma * lam * running
+            adv[t][n] = running
+    returns = [[adv[t][n] + values[t][n] for n in range(n_n)] for t in range(n_t)]
+    return returns, adv
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 0.95, 1.0])
+def test_on_policy_targets_are_gae_lambda_returns(lam):
+    """With rho = 1, vs equals GAE(lambda)'s lambda-returns across terminations and time-outs (1e-6),
+    and the "gae" advantage equals GAE's advantage."""
+    b = random_batch(seed=21)
+    b["target_log_probs"] = b["behavior_log_probs"].clone()
+    g = torch.Generator().manual_seed(22)
+    raw = torch.randn(T, N, generator=g, dtype=torch.float64)
+    timed_out = b["dones"].bool() & (torch.rand(T, N, generator=g) < 0.5)
+    terminated = b["dones"].bool() & ~timed_out
+    final_values = torch.randn(T, N, generator=g, dtype=torch.float64)
+    assert timed_out.sum() >= 2 and terminated.sum() >= 2
+    # What the collector sends: a time-out's reward with gamma * V(final state) folded in, done = 1.
+    b["rewards"] = raw + GAMMA * final_values * timed_out
+    vs, adv = run(b, lam=lam, advantage="gae")
+    ref_returns, ref_adv = gae_reference(raw.tolist(), b["values"].tolist(), b["bootstrap_values"].tolist(),
+                                         terminated.tolist(), timed_out.tolist(), final_values.tolist(), GAMMA, lam)
+    torch.testing.assert_close(vs, torch.tensor(ref_returns, dtype=torch.float64), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(adv, torch.tensor(ref_adv, dtype=torch.float64), rtol=1e-6, atol=1e-6)
+
+
+def vtrace_before_lambda(b: dict, gamma: float, clip_rho: float, clip_c: float):
+    """The implementation as it stood before lambda (c_t = min(c_bar, rho_t)), kept to pin its numbers."""
+    values, boot = b["values"], b["bootstrap_values"]
+    rho = torch.exp(b["target_log_probs"] - b["behavior_log_probs"])
+    rho_bar, c = rho.clamp(max=clip_rho), rho.clamp(max=clip_c)
+    discount = gamma * (1.0 - b["dones"].to(values.dtype))
+    nxt = torch.cat([values[1:], boot.unsqueeze(0)])
+    deltas = rho_bar * (b["rewards"] + discount * nxt - values)
+    decay = discount * c
+    corrections = torch.empty_like(values)
+    acc = torch.zeros_like(boot)
+    for t in range(values.shape[0] - 1, -1, -1):
+        acc = torch.addcmul(deltas[t], decay[t], acc, out=corrections[t])
+    vs = values + corrections
+    return vs, rho_bar * (b["rewards"] + discount * torch.cat([vs[1:], boot.unsqueeze(0)]) - values)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_lambda_one_reproduces_plain_vtrace_exactly(dtype):
+    """lam = 1 gives bit-identical targets and advantages to V-trace without lambda; lam < 1 does not."""
+    b = {k: x.to(dtype) for k, x in random_batch(seed=31).items()}
+    vs, adv = run(b, clip_rho=1.2, clip_c=0.9, lam=1.0)
+    old_vs, old_adv = vtrace_before_lambda(b, GAMMA, 1.2, 0.9)
+    assert torch.equal(vs, old_vs) and torch.equal(adv, old_adv)
+    assert not torch.allclose(run(b, clip_rho=1.2, clip_c=0.9, lam=0.95)[0], old_vs)
+
+
+def test_gae_advantage_is_the_target_minus_the_value_off_policy_too():
+    """advantage="gae" returns vs - V(x) whatever rho; the targets do not depend on the choice."""
+    b = random_batch(seed=41)
+    vs, adv = run(b, clip_rho=1.0, clip_c=1.0, lam=0.9, advantage="gae")
+    vs_impala, adv_impala = run(b, clip_rho=1.0, clip_c=1.0, lam=0.9)
+    assert torch.equal(vs, vs_impala)
+    torch.testing.assert_close(adv, vs - b["values"], rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(adv, adv_impala)
 
 
 def test_columns_are_independent():

@@ -48,7 +48,7 @@ TRACKED_SOURCE = textwrap.dedent('''
 
         def velocity_tracking(self):
             n = self._env.num_envs
-            return np.tile([1.0, 0.5, 0.2], (n, 1)), np.zeros((n, 3))
+            return np.tile([1.0, 0.5, 0.2], (n, 1)), np.tile([0.3, 0.4, 0.0], (n, 1))
 
     def make(num_envs, num_threads, seed, max_episode_steps=None):
         from collector.envs import make_env
@@ -149,7 +149,8 @@ def test_eval_figures_match_a_hand_rollout(tmp_path):
 
 
 def test_velocity_tracking_hook_gives_rms_errors(tmp_path, monkeypatch):
-    """A task with velocity_tracking() gets xy and yaw-rate RMS errors of commanded minus measured."""
+    """A task with velocity_tracking() gets xy and yaw-rate RMS errors of commanded minus measured, and the
+    commanded and measured xy speeds' RMS."""
     (tmp_path / "appo_tracked_task.py").write_text(TRACKED_SOURCE)
     monkeypatch.syspath_prepend(str(tmp_path))
     ckpt = tmp_path / "model_5.pt"
@@ -157,8 +158,10 @@ def test_velocity_tracking_hook_gives_rms_errors(tmp_path, monkeypatch):
     out = appo_eval.evaluate(eval_args("--task", "appo_tracked_task:make", "--load-run", str(ckpt),
                                        "--episodes", "3", "--threads", "1", "--plot", str(tmp_path / "p.png")))
     sys.modules.pop("appo_tracked_task", None)
-    assert out["velocity_xy_rms_error"] == pytest.approx(np.sqrt(1.0 + 0.25))
+    assert out["velocity_xy_rms_error"] == pytest.approx(np.sqrt(0.7**2 + 0.1**2))
     assert out["yaw_rate_rms_error"] == pytest.approx(0.2)
+    assert out["commanded_xy_speed_rms"] == pytest.approx(np.sqrt(1.0 + 0.25))
+    assert out["measured_xy_speed_rms"] == pytest.approx(0.5)
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
