@@ -1,8 +1,9 @@
-"""appo-motion (tools/motion.py) as users run it: `python -m tools.motion check|show` in a subprocess.
+"""appo-motion (tools/motion.py) as users run it: `python -m tools.motion check|show|clean|import` in a subprocess.
 
 The clips are made here: a pelvis moving forward at a known speed and turning at a
 known yaw rate from the home pose, turned into a clip by clip_from_qpos (forward
-kinematics, finite differences), then written with write_clip.
+kinematics, finite differences), then written with write_clip; and the walking clip of
+tests/g1_clips.py whose right hand reaches into the right hip.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from g1_clips import ARM_JOINTS, crossed_legs_qpos, reaching_qpos
 
 from collector.envs.g1.model import default_joint_pos
 from collector.envs.g1.motion import clip_from_qpos, write_clip
@@ -116,3 +118,128 @@ def test_show_refuses_a_bad_clip_before_writing_anything(tmp_path):
     write_clip(path, dataclasses.replace(arc_clip(10), fps=25.0))
     proc = motion("show", str(path), "--video", str(out))
     assert proc.returncode == 2 and "fps is 25" in proc.stderr and not out.exists()
+
+
+# ------------------------------------------------------------------ self-penetration, clean, import
+
+
+def reaching_clip(frames: int = 40):
+    """A walking clip whose right hand goes into the right hip capsule between frames 10 and 30."""
+    return clip_from_qpos(reaching_qpos(frames, 10, 30), fps=FPS)
+
+
+def arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of a clip file."""
+    with np.load(path) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def test_check_reports_self_penetration_and_warns_but_exits_0(tmp_path):
+    """`check` on a clip with the hand in the hip prints the share, depths and pair, warns on stderr, exits 0."""
+    path = tmp_path / "reach.npz"
+    write_clip(path, reaching_clip())
+    proc = motion("check", str(path))
+    assert proc.returncode == 0, proc.stderr
+    out = figures(proc.stdout)
+    frames = re.fullmatch(r"(\d+) of 40 frames \((\S+)%\)", out["self-penetration"])
+    assert frames and 0 < int(frames.group(1)) < 40
+    assert float(out["max penetration depth"].split()[0]) > 0.01
+    pair = "penetrating pair right_hip_collision (right_hip_roll_link) / right_hand_collision (right_wrist_yaw_link)"
+    assert out[pair].startswith(f"{frames.group(1)} frames, max ")
+    assert proc.stderr.startswith(f"warning: {path}: self-penetration in {frames.group(2)}% of frames")
+    assert "appo-motion clean" in proc.stderr
+
+
+def test_check_of_a_clip_without_penetration_says_none_and_does_not_warn(tmp_path):
+    """`check` on the home-pose arc prints `self-penetration: none` and nothing on stderr."""
+    path = tmp_path / "arc.npz"
+    write_clip(path, arc_clip(30))
+    proc = motion("check", str(path))
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert figures(proc.stdout)["self-penetration"] == "none (0 of 30 frames)"
+
+
+def test_clean_writes_a_clip_check_accepts_without_warning(tmp_path):
+    """`clean` writes a clip `check` passes without a warning, reports arm-only changes and keeps the input intact."""
+    src, out = tmp_path / "reach.npz", tmp_path / "clean" / "reach_clean.npz"
+    write_clip(src, reaching_clip())
+    original = src.read_bytes()
+    proc = motion("clean", str(src), str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and src.read_bytes() == original
+    lines = proc.stdout.splitlines()
+    assert lines[lines.index("after:") + 1] == "self-penetration: none (0 of 40 frames)"
+    report = figures("\n".join(line for line in lines if ": " in line))
+    assert float(report["max joint change"].split()[0]) > 0.005
+    changed = re.findall(r"(\w+_joint) \(max", report["changed joints"])
+    assert changed and set(changed) <= set(ARM_JOINTS)
+    again = motion("check", str(out))
+    assert again.returncode == 0 and again.stderr == ""
+    assert figures(again.stdout)["self-penetration"] == "none (0 of 40 frames)"
+    assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temporary file left
+
+
+def test_clean_leaves_a_clean_clip_as_it_is(tmp_path):
+    """`clean` of a clip without penetration writes the same arrays and reports no frame touched."""
+    src, out = tmp_path / "arc.npz", tmp_path / "arc_clean.npz"
+    write_clip(src, arc_clip(30))
+    proc = motion("clean", str(src), str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "frames touched: 0 of 30 (0.0%)" in proc.stdout
+    before, after = arrays(src), arrays(out)
+    assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)
+
+
+def test_clean_never_overwrites_its_input(tmp_path):
+    """`clean IN IN` (also through another spelling of the path) exits 2 with the reason and leaves IN as it was."""
+    src = tmp_path / "reach.npz"
+    write_clip(src, reaching_clip())
+    original = src.read_bytes()
+    for out in (src, tmp_path / "." / "reach.npz"):
+        proc = motion("clean", str(src), str(out))
+        assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "is the input file" in proc.stderr
+    assert src.read_bytes() == original
+
+
+def test_clean_refuses_a_bad_clip_and_writes_nothing(tmp_path):
+    """`clean` of a clip `check` refuses exits 2 with the reason and writes no output."""
+    src, out = tmp_path / "bad.npz", tmp_path / "out.npz"
+    write_clip(src, dataclasses.replace(arc_clip(10), fps=30.0))
+    proc = motion("clean", str(src), str(out))
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: {src}: fps is 30") and not out.exists()
+
+
+def test_import_writes_a_checked_50_fps_clip(tmp_path):
+    """`import` of a 30 fps CSV with a header writes a clip of span x 50 + 1 frames that `check` accepts."""
+    qpos = arc_clip(31).qpos()  # 31 rows read as 30 fps: 1 s
+    rows = np.concatenate([qpos[:, :3], qpos[:, [4, 5, 6, 3]], qpos[:, 7:]], axis=1)  # quaternion x, y, z, w
+    src, out = tmp_path / "arc.csv", tmp_path / "arc.npz"
+    np.savetxt(src, rows, delimiter=",", fmt="%.9g", header="x,y,z,qx,qy,qz,qw,joints...", comments="")
+    proc = motion("import", str(src), str(out), "--fps", "30")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"imported: {src} (31 rows at 30 fps)")
+    assert figures(proc.stdout.split("\n", 1)[1])["frames"] == "51"
+    again = motion("check", str(out))
+    assert again.returncode == 0 and figures(again.stdout)["frames"] == "51"
+
+
+@pytest.mark.parametrize("argv, needle", [(["--fps", "0"], "--fps must be a positive number"),
+                                          (["--fps", "-30"], "--fps must be a positive number"),
+                                          (["--fps", "30"], "row 2 has 35 columns, expected 36")])
+def test_import_refuses_bad_input_with_status_2(tmp_path, argv, needle):
+    """`import` with a non-positive --fps or a malformed CSV exits 2 naming the problem and writes nothing."""
+    src, out = tmp_path / "m.csv", tmp_path / "m.npz"
+    src.write_text(",".join(["0"] * 6 + ["1"] + ["0"] * 29) + "\n" + ",".join(["0"] * 35) + "\n")
+    proc = motion("import", str(src), str(out), *argv)
+    assert proc.returncode == 2 and needle in proc.stderr and not out.exists()
+
+
+def test_clean_warns_about_penetration_it_does_not_move(tmp_path):
+    """`clean` of crossed legs exits 0, leaves the legs as they were and warns naming the pairs that remain."""
+    src, out = tmp_path / "legs.npz", tmp_path / "legs_clean.npz"
+    write_clip(src, clip_from_qpos(crossed_legs_qpos(10), fps=FPS))
+    proc = motion("clean", str(src), str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith(f"warning: {out}: self-penetration in 100.0% of frames")
+    assert "clean moves only the arms" in proc.stderr and "left_thigh_collision / right_thigh_collision" in proc.stderr
+    assert np.array_equal(arrays(src)["joint_pos"], arrays(out)["joint_pos"])
