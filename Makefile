@@ -3,10 +3,14 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
+# The reference learner of benchmarks/vs_rslrl.py; installed without its declared dependencies (see `rslrl`).
+RSLRL_SPEC ?= rsl-rl-lib==5.4.2
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The venv's own torch as a requirement, so that no extra's dependency makes pip replace it.
+KEEP_TORCH = "torch==$$($(PY) -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' torch)"
 
-.PHONY: install train lint sysdeps test test-containers bench clean
+.PHONY: install rslrl train lint sysdeps test test-containers bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -14,10 +18,18 @@ $(STAMP): pyproject.toml Makefile
 	# torch first and pinned, so the learner extra's "torch>=2.4" is already met and no
 	# multi-GB CUDA build gets resolved where a local CPU wheel exists.
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[learner,test]"
+	$(PY) -m pip install -q -e ".[learner,test,rslrl]" $(KEEP_TORCH)
+	$(PY) -m pip install -q --no-deps "$(RSLRL_SPEC)"
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# rsl_rl into an existing venv: the `rslrl` extra (what its PPO path imports), then the wheel with --no-deps, since
+# it declares torchvision, which it never imports there and which would pull a second, multi-GB torch build.
+rslrl:
+	@test -x $(PY) || { echo "no venv at $(VENV) (with torch): run make install first"; exit 1; }
+	$(PY) -m pip install -q -e ".[rslrl]" $(KEEP_TORCH)
+	$(PY) -m pip install -q --no-deps "$(RSLRL_SPEC)"
 
 train: $(STAMP)
 	$(VENV)/bin/appo-train $(TRAIN_ARGS)
