@@ -63,7 +63,7 @@ class RslRlEnv(VecEnv):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value) -> None:
-        raise NotImplementedError("the env's own step counters end its episodes; "
+        raise AttributeError("the env's own step counters end its episodes; "
                                   "run rsl_rl's learn() with init_at_random_ep_len=False")
 
     def get_observations(self) -> TensorDict:

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -48,9 +49,9 @@ def test_two_variants_train_the_same_env_steps_and_are_evaluated(tmp_path):
     results = json.loads(out.read_text())
     assert [(r["variant"], r["seed"]) for r in results] == [("base", 4), ("lam1", 4)]
     for r, lam in zip(results, (0.95, 1.0), strict=True):
-        cfg = yaml.safe_load(open(f"{r['run']}/config.yaml"))
+        cfg = yaml.safe_load(Path(r["run"], "config.yaml").read_text())
         assert cfg["algo"]["algorithm"]["lam"] == lam and cfg["algo"]["seed"] == 4
-        summary = json.load(open(f"{r['run']}/summary.json"))
+        summary = json.loads(Path(r["run"], "summary.json").read_text())
         assert summary["completed_iterations"] == 4 and summary["total_env_steps"] >= 1024
         assert r["eval"]["length_mean"] > 0 and r["curve"]["Train/mean_episode_length"][-1] is not None
     assert "| lam1 | 4 |" in proc.stdout
