@@ -112,9 +112,10 @@ def test_collector_image_has_no_torch_and_the_eval_target_takes_the_cpu_wheel():
 
 
 def test_learner_image_installs_the_learner_extra_and_make_does_too():
-    """Dockerfile.learner installs the `learner` extra (torch from its base, and TensorBoard); so does the Makefile."""
+    """Dockerfile.learner installs the `learner` extra (torch from its base, and TensorBoard); so does the Makefile,
+    with the test and rslrl extras."""
     assert installed_extras(target_stages(DOCKERFILES["appo-learner"])) == {"learner"}
-    assert '-e ".[learner,test]"' in (ROOT / "Makefile").read_text()
+    assert '-e ".[learner,test,rslrl]"' in (ROOT / "Makefile").read_text()
 
 
 def test_the_build_base_defaults_to_the_runtime_base():
