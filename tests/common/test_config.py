@@ -538,18 +538,31 @@ def test_half_cheetah_preset_does_not_follow_generic():
     assert c.training.precision == "auto"
 
 
-def test_g1_presets_keep_the_reference_settings_but_std_and_envs():
-    """Both G1 presets: 512 envs and std 0.5 (measured); tracking halves the entropy bonus to 0.005 as the reference."""
+def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
+    """Both G1 presets: 512 envs, std 0.5, 2 epochs, no entropy bonus, the reference's KL band and clipping."""
     walk = load_config(extra={"task": "g1_walk_flat"}, environ={})
     track = load_config(extra={"task": "g1_motion_tracking", **TASK_OPTIONS["g1_motion_tracking"]}, environ={})
-    assert walk.algo.algorithm.entropy_coef == 0.01
-    assert track.algo.algorithm.entropy_coef == 0.005
     assert walk.algo.num_envs == track.algo.num_envs == 512
     assert walk.algo.policy.init_noise_std == track.algo.policy.init_noise_std == 0.5
     for c in (walk, track):
+        alg = c.algo.algorithm
         assert c.algo.policy.actor_hidden_dims == c.algo.policy.critic_hidden_dims == [512, 256, 128]
         assert c.algo.policy.activation == "elu"
-        assert (c.algo.algorithm.learning_rate, c.algo.algorithm.schedule) == (1e-3, "adaptive")
-        assert c.algo.algorithm.desired_kl == 0.01
+        assert (alg.learning_rate, alg.schedule, alg.desired_kl) == (1e-3, "adaptive", 0.01)
+        assert (alg.num_learning_epochs, alg.entropy_coef) == (2, 0.0)
+        assert (alg.kl_factor, alg.lr_factor, alg.grad_clip) == (2.0, 1.5, "per_network")
+        assert c.algo.normalizer_warmup is True
+        assert alg.lam == 0.95
         assert c.algo.steps_per_env == 24
         assert c.training.replay_queue_size == 1
+
+
+def test_go2_preset_takes_the_reference_update_rule():
+    """The Go2 preset adapts its rate as rsl_rl does, clips each network and warms up its normalisers."""
+    alg = load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo.algorithm
+    assert (alg.kl_factor, alg.lr_factor, alg.grad_clip) == (2.0, 1.5, "per_network")
+    assert load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo.normalizer_warmup is True
+    # tasks nobody tuned keep the defaults
+    generic = load_config(extra=NO_PRESET, environ={})
+    assert (generic.algo.algorithm.kl_factor, generic.algo.algorithm.grad_clip) == (1.2, "joint")
+    assert generic.algo.normalizer_warmup is False

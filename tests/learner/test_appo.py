@@ -69,7 +69,7 @@ def test_device_rule_gives_the_float_rule_sequence_bit_for_bit(start):
 
 
 def _float_lr_steps(appo: APPO, minibatches: list[torch.Tensor]) -> list[float]:
-    """The straightforward loop: kl.item(), the float rule, a float lr set per step, default Adam."""
+    """The straightforward loop: kl.item(), the float rule, a float lr set per step, default Adam, torch's clipping."""
     c = appo.cfg
     optimizer = torch.optim.Adam(appo.model.parameters(), lr=c.learning_rate)
     lr, lrs = c.learning_rate, []
@@ -81,7 +81,11 @@ def _float_lr_steps(appo: APPO, minibatches: list[torch.Tensor]) -> list[float]:
             group["lr"] = lr
         critic_loss, _ = appo._critic_loss_terms(mb)
         (actor_loss + critic_loss).backward()
-        nn.utils.clip_grad_norm_(appo.model.parameters(), c.max_grad_norm)
+        if c.grad_clip == "per_network":
+            nn.utils.clip_grad_norm_(appo._actor_params, c.max_grad_norm)
+            nn.utils.clip_grad_norm_(appo._critic_params, c.max_grad_norm)
+        else:
+            nn.utils.clip_grad_norm_(appo.model.parameters(), c.max_grad_norm)
         optimizer.step()
         lrs.append(lr)
     return lrs
@@ -92,7 +96,9 @@ def _float_lr_steps(appo: APPO, minibatches: list[torch.Tensor]) -> list[float]:
 def test_tensor_lr_steps_equal_the_float_lr_reference(band, threads):
     """N minibatch steps with the on-device lr and fused Adam: the same lr sequence and parameters as a float lr."""
     desired_kl, lr0 = band
-    cfg = _cfg(f"algo.algorithm.desired_kl={desired_kl}", f"algo.algorithm.learning_rate={lr0}")
+    # the default band's small steps, so that the rate takes several values before floor or cap
+    cfg = _cfg(f"algo.algorithm.desired_kl={desired_kl}", f"algo.algorithm.learning_rate={lr0}",
+               "algo.algorithm.kl_factor=1.2", "algo.algorithm.lr_factor=1.1")
     ours, batch = _appo(cfg)
     ref, _ = _appo(cfg)
     assert ours.optimizer.defaults["fused"] and ours.optimizer.param_groups[0]["lr"] is ours._lr
