@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# rsl_rl's PPO learning-rate rule and clipping (the reference learner's): adapt outside
+# [desired/2, desired*2] by 1.5, where the defaults (1.2, 1.1) move the rate slowly.
+REFERENCE_UPDATE: dict[str, Any] = {"kl_factor": 2.0, "lr_factor": 1.5, "grad_clip": "per_network"}
+
 # The untuned default: what a task with no preset of its own gets (chosen on hopper, ant and
 # gym:Walker2d-v5 with tuning seeds; BENCHMARKS.md, "Tasks nobody tuned"):
 # - init_noise_std 0.3: with std 1.0, ant's control cost outweighs its reward for staying up,
@@ -20,11 +24,10 @@ from typing import Any
 # - desired_kl 0.02: more policy movement per update; Walker2d and ant learned much faster per env step
 #   on the tuning seeds (BENCHMARKS.md, "More tuning on the hard seeds");
 # - no replay: each env step is trained on once, and where the physics is the bottleneck
-#   (ant, Walker2d) the cores go to it rather than to re-training old rollouts.
-# rsl_rl's PPO learning-rate rule and clipping (the reference learner's): adapt outside
-# [desired/2, desired*2] by 1.5, where the defaults (1.2, 1.1) move the rate slowly.
-REFERENCE_UPDATE: dict[str, Any] = {"kl_factor": 2.0, "lr_factor": 1.5, "grad_clip": "per_network"}
-
+#   (ant, Walker2d) the cores go to it rather than to re-training old rollouts;
+# - lam 1.0 (plain V-trace, what it was chosen with): with the default 0.95, hopper on an unseen seed
+#   stood still from the second minute and ended at half the return it reached with 1.0
+#   (BENCHMARKS.md, "Learning more per sample").
 GENERIC: dict[str, Any] = {
     "algo": {
         "num_envs": 256,
@@ -33,7 +36,7 @@ GENERIC: dict[str, Any] = {
         "save_interval": 50,
         "policy": {"actor_hidden_dims": [256, 256], "critic_hidden_dims": [256, 256], "init_noise_std": 0.3},
         "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False,
-                      "desired_kl": 0.02},
+                      "desired_kl": 0.02, "lam": 1.0},
     },
     "training": {"replay_queue_size": 1},
 }
@@ -66,8 +69,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # "Learning more per sample"):
     # - init_noise_std 0.5: under 1.0 the action-rate penalty over 29 joints outweighs the positive
     #   terms and the walker learns to fall at once (rsl_rl itself does this here at 512 envs);
-    # - 2 epochs instead of 5: the KL rule let the learning rate settle higher (about 1e-4, where 5
-    #   epochs held it at the 1e-5 floor) and the episodes grew longer; one epoch learned less;
+    # - 2 epochs instead of 5: the KL rule let the learning rate settle well above its floor, where
+    #   5 epochs held it, and the episodes grew longer; one epoch learned less;
     # - no entropy bonus: the std could fall, and with it the action-rate cost of the noise.
     "g1_walk_flat": {
         "algo": {"num_envs": 512, "steps_per_env": 24, "max_iterations": 30000, "save_interval": 50,
@@ -96,7 +99,9 @@ PRESETS: dict[str, dict[str, Any]] = {
             "max_iterations": 500,
             "save_interval": 100,
             "policy": {"actor_hidden_dims": [64, 64], "critic_hidden_dims": [64, 64]},
-            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False},
+            # lam 1.0: validated with plain V-trace; the default 0.95 is not measured here.
+            "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False,
+                          "lam": 1.0},
         },
         # Fresh data only: replaying rollouts made this small task's learning erratic.
         "training": {"replay_queue_size": 1},
@@ -112,6 +117,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # - desired_kl 0.02 instead of 0.01: the adaptive learning rate settles higher and learned
     #   better on every seed tried.
     # A [128, 128] network learned much slower; std 0.25 and 32 minibatches did no better.
+    # lam 1.0: all of the above was measured with plain V-trace; the default 0.95 is not.
     "half_cheetah": {
         "algo": {
             "num_envs": 256,
@@ -121,7 +127,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "policy": {"actor_hidden_dims": [256, 256], "critic_hidden_dims": [256, 256],
                        "init_noise_std": 0.5, "activation": "relu"},
             "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False,
-                          "gamma": 0.98, "num_learning_epochs": 2, "desired_kl": 0.02},
+                          "gamma": 0.98, "num_learning_epochs": 2, "desired_kl": 0.02, "lam": 1.0},
         },
         # bf16 on native-bf16 CPUs, validated here (it learned as well as float32 in 8 minutes).
         "training": {"replay_queue_size": 1, "precision": "auto"},

@@ -566,3 +566,10 @@ def test_go2_preset_takes_the_reference_update_rule():
     generic = load_config(extra=NO_PRESET, environ={})
     assert (generic.algo.algorithm.kl_factor, generic.algo.algorithm.grad_clip) == (1.2, "joint")
     assert generic.algo.normalizer_warmup is False
+
+
+@pytest.mark.parametrize("task", ["ant_custom", "hopper", "half_cheetah", "inverted_pendulum"])
+def test_presets_validated_with_plain_vtrace_keep_lambda_one(task):
+    """Tasks tuned before V-trace had lambda keep lam 1.0; the Go2 and G1 presets take the default 0.95."""
+    assert load_config(extra={"task": task}, environ={}).algo.algorithm.lam == 1.0
+    assert load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo.algorithm.lam == 0.95
