@@ -41,6 +41,26 @@ GENERIC: dict[str, Any] = {
     "training": {"replay_queue_size": 1},
 }
 
+# The humanoid: the reference's networks ([512, 256, 128] ELU), lr 1e-3 adaptive at desired_kl
+# 0.01, clipped value loss and 24 steps, with the env count sized for CPU collectors by measurement
+# (BENCHMARKS.md, "G1: sizing the preset"): 512 envs kept the 2-core collector at its physics
+# ceiling, and 1024 envs added no env-steps/s while doubling the time per update.  What differs
+# from the reference, each measured at equal env steps on tuning seeds (BENCHMARKS.md,
+# "Learning more per sample"):
+# - init_noise_std 0.5: under 1.0 the action-rate penalty over 29 joints outweighs the positive
+#   terms and the walker learns to fall at once (rsl_rl itself does this here at 512 envs);
+# - 2 epochs instead of 5: the KL rule let the learning rate settle well above its floor, where
+#   5 epochs held it, and the episodes grew longer; one epoch learned less;
+# - no entropy bonus: the std could fall, and with it the action-rate cost of the noise.
+G1: dict[str, Any] = {
+    "algo": {"num_envs": 512, "steps_per_env": 24, "max_iterations": 30000, "save_interval": 50,
+             "policy": {"actor_hidden_dims": [512, 256, 128], "critic_hidden_dims": [512, 256, 128],
+                        "init_noise_std": 0.5},
+             "algorithm": {"learning_rate": 1e-3, "num_learning_epochs": 2, "entropy_coef": 0.0, **REFERENCE_UPDATE},
+             "normalizer_warmup": True},
+    "training": {"replay_queue_size": 1, "precision": "auto"},
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     # The reference task, sized for a 2-core machine: the learner's update must keep pace
     # with two cores of Go2 physics, so smaller networks and no replay; 2048 envs x 24
@@ -61,36 +81,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         # here (walking criterion at the same checkpoint as float32), with a faster update.
         "training": {"replay_queue_size": 1, "precision": "auto"},
     },
-    # The humanoid: the reference's networks ([512, 256, 128] ELU), lr 1e-3 adaptive at desired_kl
-    # 0.01, clipped value loss and 24 steps, with the env count sized for CPU collectors by measurement
-    # (BENCHMARKS.md, "G1: sizing the preset"): 512 envs kept the 2-core collector at its physics
-    # ceiling, and 1024 envs added no env-steps/s while doubling the time per update.  What differs
-    # from the reference, each measured at equal env steps on tuning seeds (BENCHMARKS.md,
-    # "Learning more per sample"):
-    # - init_noise_std 0.5: under 1.0 the action-rate penalty over 29 joints outweighs the positive
-    #   terms and the walker learns to fall at once (rsl_rl itself does this here at 512 envs);
-    # - 2 epochs instead of 5: the KL rule let the learning rate settle well above its floor, where
-    #   5 epochs held it, and the episodes grew longer; one epoch learned less;
-    # - no entropy bonus: the std could fall, and with it the action-rate cost of the noise.
-    "g1_walk_flat": {
-        "algo": {"num_envs": 512, "steps_per_env": 24, "max_iterations": 30000, "save_interval": 50,
-                 "policy": {"actor_hidden_dims": [512, 256, 128], "critic_hidden_dims": [512, 256, 128],
-                            "init_noise_std": 0.5},
-                 "algorithm": {"learning_rate": 1e-3, "num_learning_epochs": 2, "entropy_coef": 0.0,
-                               **REFERENCE_UPDATE},
-                 "normalizer_warmup": True},
-        "training": {"replay_queue_size": 1, "precision": "auto"},
-    },
-    # The walk preset's update (not ablated on tracking separately).
-    "g1_motion_tracking": {
-        "algo": {"num_envs": 512, "steps_per_env": 24, "max_iterations": 30000, "save_interval": 50,
-                 "policy": {"actor_hidden_dims": [512, 256, 128], "critic_hidden_dims": [512, 256, 128],
-                            "init_noise_std": 0.5},
-                 "algorithm": {"learning_rate": 1e-3, "num_learning_epochs": 2, "entropy_coef": 0.0,
-                               **REFERENCE_UPDATE},
-                 "normalizer_warmup": True},
-        "training": {"replay_queue_size": 1, "precision": "auto"},
-    },
+    "g1_walk_flat": G1,
+    # The walk preset, whole (its update was not ablated on tracking separately).
+    "g1_motion_tracking": G1,
     "inverted_pendulum": {
         "algo": {
             "num_envs": 64,

@@ -559,9 +559,9 @@ def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
 
 def test_go2_preset_takes_the_reference_update_rule():
     """The Go2 preset adapts its rate as rsl_rl does, clips each network and warms up its normalisers."""
-    alg = load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo.algorithm
-    assert (alg.kl_factor, alg.lr_factor, alg.grad_clip) == (2.0, 1.5, "per_network")
-    assert load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo.normalizer_warmup is True
+    go2 = load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo
+    assert (go2.algorithm.kl_factor, go2.algorithm.lr_factor, go2.algorithm.grad_clip) == (2.0, 1.5, "per_network")
+    assert go2.normalizer_warmup is True
     # tasks nobody tuned keep the defaults
     generic = load_config(extra=NO_PRESET, environ={})
     assert (generic.algo.algorithm.kl_factor, generic.algo.algorithm.grad_clip) == (1.2, "joint")
