@@ -20,7 +20,7 @@ class TorchInference:
     def __init__(self, cfg: AppoConfig, task: TaskSpec, seed: int):
         self.device = torch.device(cfg.training.collector_device)
         self.policy = ActorCritic.from_config(cfg, task).to(self.device).eval()
-        # Inference is most of the main thread's work per step (bf16 cuts it on a native-bf16 CPU).
+        # Inference is most of the main thread's work per step (bf16 cuts it where the CPU runs bf16 faster).
         self.hidden_dtype = HIDDEN_DTYPES[resolve_precision(cfg.training.precision, self.device)]
         self.actor = ActorSnapshot(self.policy, self.hidden_dtype)
         self.seed(seed)

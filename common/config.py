@@ -151,9 +151,11 @@ class TrainingConfig(_Section):
         "inference. bf16: their matmuls run in bfloat16 under torch.autocast (parameters, optimizer state, "
         "normalizers, the actor's and critic's output layers, log-probs, losses and V-trace stay float32, so "
         "checkpoints and weights are unchanged); "
-        "pays on CPUs with native bf16 (avx512_bf16, AMX); on a GPU only with networks large enough for the "
+        "pays on CPUs whose native bf16 is fast (avx512_bf16 on AMD Zen 4, AMX), not on every CPU with the flag; "
+        "on a GPU only with networks large enough for the "
         "matmuls to dominate (at small sizes a GPU update is bound by kernel launches and bf16's casts slow it "
-        "down). auto: bf16 on a CPU with native bf16, else fp32; the go2_joystick_flat and half_cheetah presets "
+        "down). auto: bf16 on a CPU with native bf16 where one hidden layer, timed both ways at start-up, runs at "
+        "least 1.15x faster in bf16, else fp32; the go2_joystick_flat and half_cheetah presets "
         "use it, where it was validated. float32 by default: with bf16, inverted_pendulum learned less reliably "
         "(BENCHMARKS.md, section 'Learner in bf16'). "
         "Measure with python -m benchmarks.update --precision bf16.",

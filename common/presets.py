@@ -77,7 +77,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "algorithm": {"learning_rate": 1e-3, **REFERENCE_UPDATE},
             "normalizer_warmup": True,
         },
-        # bf16 hidden layers where the CPU has native bf16 (common/precision.py): validated
+        # bf16 hidden layers where the CPU runs them faster (common/precision.py): validated
         # here (walking criterion at the same checkpoint as float32), with a faster update.
         "training": {"replay_queue_size": 1, "precision": "auto"},
     },
@@ -122,7 +122,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "algorithm": {"learning_rate": 3e-4, "entropy_coef": 0.0, "use_clipped_value_loss": False,
                           "gamma": 0.98, "num_learning_epochs": 2, "desired_kl": 0.02, "lam": 1.0},
         },
-        # bf16 on native-bf16 CPUs, validated here (it learned as well as float32 in 8 minutes).
+        # bf16 where the CPU runs it faster, validated here (it learned as well as float32 in 8 minutes).
         "training": {"replay_queue_size": 1, "precision": "auto"},
     },
 }

@@ -20,7 +20,7 @@ through a batch a few thousand rows at a time (the gradients of the parts'
 means, weighted by their share of the rows, add up to that of the minibatch
 mean), so activations stay in cache.
 
-With training.precision=bf16 (what `auto` picks on a CPU with native bf16) the hidden
+With training.precision=bf16 (what `auto` picks on a CPU where it measures faster) the hidden
 layers of every actor and critic pass (the target pass of `process` and the minibatch
 passes, whichever thread or compiled function runs them) compute in bfloat16 under
 torch.autocast; the output layers, normalizers, log-probs, losses, V-trace, the

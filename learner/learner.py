@@ -79,6 +79,8 @@ class Learner:
         self.device = resolve_device(cfg.training.device)
         self.spec = RolloutSpec.for_task(task, cfg.algo.num_envs, cfg.algo.steps_per_env)
         self.appo = APPO(cfg, task, self.device)
+        # `auto` precision is measured on the machine at hand: say what it chose.
+        log.info("update", device=str(self.device), precision=self.appo.precision)
         self.ring = Ring(self.spec, cfg.training.ring_slots, pin=self.device.type == "cuda")
         self.staging = StagingPool(self.spec, cfg.training.replay_queue_size, self.device)
         self.receiver = Receiver(
