@@ -21,7 +21,8 @@ class TorchInference:
         self.device = torch.device(cfg.training.collector_device)
         self.policy = ActorCritic.from_config(cfg, task).to(self.device).eval()
         # Inference is most of the main thread's work per step (bf16 cuts it where the CPU runs bf16 faster).
-        self.hidden_dtype = HIDDEN_DTYPES[resolve_precision(cfg.training.precision, self.device)]
+        training = cfg.training
+        self.hidden_dtype = HIDDEN_DTYPES[resolve_precision(training.precision, self.device, training.deterministic)]
         self.actor = ActorSnapshot(self.policy, self.hidden_dtype)
         self.seed(seed)
 

@@ -75,8 +75,11 @@ def bf16_faster_here() -> bool:
     return cpu_has_native_bf16() and bf16_pays(*probe_seconds())
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """`fp32` or `bf16` for training.precision on `device`: `auto` is bf16 on a CPU where bf16 measures faster."""
+def resolve_precision(precision: str, device: torch.device, deterministic: bool = False) -> str:
+    """`fp32` or `bf16` for training.precision on `device`: `auto` is bf16 on a CPU where bf16 measures faster.
+
+    With `deterministic` (training.deterministic) `auto` is fp32: a timing must not decide what two runs compute.
+    """
     if precision != "auto":
         return precision
-    return "bf16" if device.type == "cpu" and bf16_faster_here() else "fp32"
+    return "bf16" if device.type == "cpu" and not deterministic and bf16_faster_here() else "fp32"

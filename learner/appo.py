@@ -124,7 +124,7 @@ class APPO:
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
         self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
-        self.precision = resolve_precision(cfg.training.precision, device)
+        self.precision = resolve_precision(cfg.training.precision, device, cfg.training.deterministic)
         self.hidden_dtype = HIDDEN_DTYPES[self.precision]
         # The schedule's state: float64 on the training device (MPS has no float64: float32), so
         # the sequence of rates equals the float rule's exactly; `learning_rate` is its value as

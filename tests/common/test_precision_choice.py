@@ -68,3 +68,11 @@ def test_auto_takes_bf16_only_where_it_measures_faster(monkeypatch, fresh_probe,
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: flags)
     monkeypatch.setattr(precision, "probe_seconds", timed)
     assert resolve_precision("auto", torch.device("cpu")) == expected
+
+
+def test_deterministic_runs_never_let_a_timing_choose(monkeypatch, fresh_probe):
+    """With training.deterministic, auto is fp32 without probing, even where bf16 would measure faster."""
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(precision, "probe_seconds", lambda: pytest.fail("a deterministic run was probed"))
+    assert resolve_precision("auto", torch.device("cpu"), deterministic=True) == "fp32"
+    assert resolve_precision("bf16", torch.device("cpu"), deterministic=True) == "bf16"
