@@ -155,8 +155,8 @@ class TrainingConfig(_Section):
         "on a GPU only with networks large enough for the "
         "matmuls to dominate (at small sizes a GPU update is bound by kernel launches and bf16's casts slow it "
         "down). auto: bf16 on a CPU with native bf16 where one hidden layer, timed both ways at start-up, runs at "
-        "least 1.15x faster in bf16, else fp32 (always fp32 with training.deterministic); the go2_joystick_flat "
-        "and half_cheetah presets use it, where it was validated. float32 by default: with bf16, "
+        "least 1.15x faster in bf16, else fp32 (always fp32 with training.deterministic); the go2_joystick_flat, "
+        "G1 and half_cheetah presets use it. float32 by default: with bf16, "
         "inverted_pendulum learned less reliably "
         "(BENCHMARKS.md, section 'Learner in bf16'). "
         "Measure with python -m benchmarks.update --precision bf16.",
