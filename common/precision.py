@@ -3,10 +3,9 @@
 The learner's update and the collectors' inference both read it.
 
 bf16 pays where the matrix units multiply bfloat16 natively and fast, and the matmuls
-dominate the update: on the AMD Zen 4 development CPU (avx512_bf16) the learner's update ran
-1.8x faster in bf16 (BENCHMARKS.md, section "Learner in bf16").  The flag alone does not
-promise that: on an Intel Xeon with avx512_bf16 and no AMX, bf16 matmuls ran slower than
-float32 and the update took 1.5x as long (BENCHMARKS.md, "bf16 where it is slower").  So
+dominate the update (BENCHMARKS.md, section "Learner in bf16").  The CPU flag alone does not
+promise that: some CPUs with avx512_bf16 multiply bf16 slower than float32 (BENCHMARKS.md,
+"bf16 where it is slower").  So
 `auto` times one hidden layer both ways on the CPU at hand and takes bf16 only where it is
 clearly faster.  On a GPU at the Go2 preset's sizes the update is bound by kernel launches,
 and bf16's casts made it slower, so `auto` keeps float32 on GPUs (BENCHMARKS.md, the GPU host
@@ -49,9 +48,10 @@ def probe_seconds(repeats: int = PROBE_REPEATS) -> tuple[float, float]:
 
     The two take turns, after a warm-up pass of each, so that a busy or throttling CPU slows both alike.
     """
-    gen = torch.Generator().manual_seed(0)
-    layer = torch.nn.Linear(PROBE_WIDTH, PROBE_WIDTH)
-    x = torch.randn(PROBE_ROWS, PROBE_WIDTH, generator=gen)
+    with torch.random.fork_rng(devices=[]):  # the probe's layer must not move a seeded run's random stream
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(PROBE_WIDTH, PROBE_WIDTH)
+        x = torch.randn(PROBE_ROWS, PROBE_WIDTH)
     best = {None: float("inf"), torch.bfloat16: float("inf")}
     for i in range(repeats + 1):  # round 0 warms the kernels up and is not counted
         for dtype in best:
