@@ -65,13 +65,14 @@ G1: dict[str, Any] = {
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The reference task, sized for a 2-core machine: the learner's update must keep pace
-    # with two cores of Go2 physics, so smaller networks and no replay; 2048 envs x 24
-    # steps as the reference configuration.
+    # with two cores of Go2 physics, so smaller networks and no replay.  1024 envs x 24 (half
+    # the reference configuration's envs, twice its iterations, the same env steps): twice the
+    # updates per env step walk in fewer env steps (BENCHMARKS.md, "Go2 time to the walking criterion").
     "go2_joystick_flat": {
         "algo": {
-            "num_envs": 2048,
+            "num_envs": 1024,
             "steps_per_env": 24,
-            "max_iterations": 200,
+            "max_iterations": 400,
             "policy": {"actor_hidden_dims": [256, 128, 64], "critic_hidden_dims": [256, 128, 64]},
             # The reference PPO's update rule (BENCHMARKS.md, "Learning more per sample"): KL band
             # [desired/2, desired*2] stepped by 1.5, each network's gradient clipped on its own, and

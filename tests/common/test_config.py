@@ -558,9 +558,11 @@ def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
         assert c.training.replay_queue_size == 1
 
 
-def test_go2_preset_takes_the_reference_update_rule():
-    """The Go2 preset adapts its rate as rsl_rl does, clips each network and warms up its normalisers."""
+def test_go2_preset_takes_the_reference_update_rule_and_1024_envs():
+    """The Go2 preset: rsl_rl's rate rule, per-network clips, normaliser warm-up, 1024 envs at the 2048-env budget."""
     go2 = load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo
+    assert (go2.num_envs, go2.steps_per_env) == (1024, 24)
+    assert go2.max_iterations * go2.num_envs == 200 * 2048  # the env steps of the 2048-env preset
     assert (go2.algorithm.kl_factor, go2.algorithm.lr_factor, go2.algorithm.grad_clip) == (2.0, 1.5, "per_network")
     assert go2.normalizer_warmup is True
     # tasks nobody tuned keep the defaults
