@@ -119,6 +119,7 @@ class Collector:
         self.episodes = EpisodeTracker(env.num_envs, env.spec.reward_terms)
         self.seed = seed
         self.deterministic = cfg.training.deterministic
+        self.lockstep = cfg.training.lockstep
         self.heartbeat = Heartbeat(cfg.training.liveness_timeout_s, "collector loop")
         self.last_perf: dict = {}
 
@@ -160,10 +161,11 @@ class Collector:
             buf = self.channel.acquire(timeout=0.2)
             if buf is None:
                 continue
-            if self.deterministic:
+            if self.deterministic or self.lockstep:
                 if not self._wait_for_newer(used_version):
                     break
-                obs, critic = self._reset_for(self.version)
+                if self.deterministic:
+                    obs, critic = self._reset_for(self.version)
             else:
                 self._take_weights()
             used_version = self.version

@@ -182,6 +182,10 @@ class TrainingConfig(_Section):
     deterministic: bool = Field(
         False, description="Lock-step debugging mode: one collector, each rollout from the newest policy, "
         "envs reset per rollout from (seed, policy version); two runs give bit-identical weights on CPU.")
+    lockstep: bool = Field(
+        False, description="On-policy mode: each collector waits for a policy newer than its last rollout's before "
+        "the next (policy lag 0, as synchronous PPO); the physics idles during every update. For measuring what "
+        "the asynchrony costs per env step; episodes carry on across rollouts.")
     stop_grace_s: float = Field(20.0, gt=0, description="On SIGTERM/SIGINT, exit within this many seconds.")
     collector_max_restarts: int = Field(
         5, ge=0, description="appo-train restarts a crashed local collector this often."

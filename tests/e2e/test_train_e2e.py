@@ -227,3 +227,23 @@ def test_a_crashed_learner_leaves_its_shm_collectors_exiting_non_zero(tmp_path, 
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+def _lag_and_length(run: Path, shm_root, *extra: str) -> tuple[list[float], float]:
+    """appo-train on 4-step rollouts for 8 updates: each update's largest policy lag, and the longest mean episode."""
+    args = [exe("appo-train"), "--task", "inverted_pendulum", "--log-dir", str(run), *TINY, "algo.steps_per_env=4",
+            "algo.max_iterations=8", "algo.save_interval=8", "algo.normalizer_warmup=true",
+            f"transport.shm_root={shm_root}", *extra]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return scalars(run, "Learner/policy_lag_max"), max(scalars(run, "Train/mean_episode_length"))
+
+
+def test_lockstep_trains_each_rollout_on_the_policy_that_acted_it(tmp_path, shm_root):
+    """training.lockstep: policy lag 0 at every update, episodes longer than a rollout; without it the lag shows."""
+    lags, longest = _lag_and_length(tmp_path / "lockstep", shm_root, "training.lockstep=true")
+    assert len(lags) == 8 and max(lags) == 0
+    # Episodes carry on across 4-step rollouts (the deterministic mode would cut them at 4).
+    assert longest > 4
+    free_lags, _ = _lag_and_length(tmp_path / "async", shm_root)
+    assert len(free_lags) == 8 and max(free_lags) >= 1
