@@ -30,6 +30,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from common.symmetry import task_mirror
+
 ENV_PREFIX = "APPO_"
 _ENDPOINT = re.compile(r"^tcp://[^\s:/]+:(6553[0-4]|655[0-2]\d|65[0-4]\d\d|6[0-4]\d{3}|[1-5]\d{4}|[1-9]\d{0,3})$")
 ENV_DELIMITER = "__"
@@ -92,6 +94,9 @@ class AlgorithmConfig(_Section):
     optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="Optimizer.")
     tau: float = Field(1.0, gt=0, le=1, description="Target update: target <- tau*actor + (1-tau)*target.")
     target_update_freq: int = Field(1, ge=1, description="Update the target policy every this many updates.")
+    symmetry: bool = Field(
+        False, description="Train on every batch and its left-right mirror image (symmetry data augmentation, "
+        "as rsl_rl's; learner/mirror.py); only tasks with a mirror map in common/symmetry.py.")
     rho_clip: float = Field(1.0, gt=0, description="V-trace rho-bar (importance weight clip for the TD error).")
     c_clip: float = Field(1.0, gt=0, description="V-trace c-bar (trace-cutting clip).")
 
@@ -280,6 +285,8 @@ class AppoConfig(BaseSettings):
     def _motion_file_given(self) -> AppoConfig:
         if self.task in MOTION_TASKS and not self.task_options.motion_file:
             raise ValueError(f"task {self.task} needs task_options.motion_file (a .npz motion clip)")
+        if self.algo.algorithm.symmetry:
+            task_mirror(self.task)  # a task without a mirror map: the error names those with one
         return self
 
     @classmethod

@@ -4,7 +4,8 @@ Readable top to bottom: `process` computes everything that stays fixed during
 the update (normalized observations, values, target log-probs and means, V-trace
 targets, advantages) into one env-major tensor, so that a minibatch is one row
 gather; `update` runs the epochs x minibatches SGD steps with the adaptive
-learning rate.
+learning rate.  With algo.algorithm.symmetry the batch first gets its left-right mirror image appended
+(learner/mirror.py), and everything below runs on both.
 
 Nothing inside the minibatch loop waits for the device: the learning rate is a
 0-dim tensor updated on the device from the on-device KL (torch.where, the rule
@@ -41,8 +42,10 @@ import torch
 from common.config import AppoConfig
 from common.policy import ActorCritic, gaussian_log_prob
 from common.precision import HIDDEN_DTYPES, resolve_precision
+from common.symmetry import task_mirror
 from common.task_spec import TaskSpec
 from learner.lr_schedule import adaptive_lr_
+from learner.mirror import BatchMirror
 from learner.ppo_loss import (
     gaussian_entropy,
     gaussian_kl,
@@ -124,6 +127,7 @@ class APPO:
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
         self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
+        self.mirror = BatchMirror(task_mirror(task.name), device) if self.cfg.symmetry else None
         self.precision = resolve_precision(cfg.training.precision, device, cfg.training.deterministic)
         self.hidden_dtype = HIDDEN_DTYPES[self.precision]
         # The schedule's state: float64 on the training device (MPS has no float64: float32), so
@@ -180,7 +184,13 @@ class APPO:
     # ------------------------------------------------------------------ the update
 
     def update_normalizers(self, fresh: dict[str, torch.Tensor]) -> None:
-        """Feed only newly arrived rollouts, so replayed ones are not counted twice."""
+        """Feed only newly arrived rollouts, so replayed ones are not counted twice.
+
+        With symmetry their mirror images too: statistics of the augmented data, symmetric themselves, so a
+        mirrored observation is normalised as the mirror of the normalised original.
+        """
+        if self.mirror is not None:
+            fresh = {k: torch.cat([fresh[k], self.mirror.apply(k, fresh[k])], dim=1) for k in ("obs", "critic")}
         self.model.obs_normalizer.update(fresh["obs"])
         self.model.critic_normalizer.update(fresh["critic"])
 
@@ -257,6 +267,8 @@ class APPO:
         """
         c = self.cfg
         clock = _PhaseClock(self.device, timings)
+        if self.mirror is not None:
+            batch = self.mirror.augment(batch)
         fixed = self.process(batch)
         stats = vtrace_stats(batch["log_probs"], fixed["target_log_probs"], c.rho_clip)
         stats["explained_variance"] = explained_variance(fixed["values"], fixed["returns"])

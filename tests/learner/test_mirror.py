@@ -1,0 +1,95 @@
+"""Symmetry augmentation: a batch and its mirror image, trained on together, with symmetric normaliser statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from common.config import ConfigError, load_config
+from common.symmetry import MIRRORS
+from common.synthetic import synthetic_batch
+from common.task_spec import task_spec
+from learner.appo import APPO
+from learner.mirror import BatchMirror
+
+TASK = task_spec("g1_walk_flat")
+MIRROR = MIRRORS["g1_walk_flat"]
+CPU = torch.device("cpu")
+N, T = 8, 6
+
+
+def _cfg(*overrides: str):
+    return load_config([f"algo.num_envs={N}", f"algo.steps_per_env={T}", "algo.policy.actor_hidden_dims=[32,16]",
+                        "algo.policy.critic_hidden_dims=[24]", "training.device=cpu", "training.precision=fp32",
+                        "algo.algorithm.num_mini_batches=2", *overrides], extra={"task": TASK.name}, environ={})
+
+
+def _batch(appo: APPO) -> dict[str, torch.Tensor]:
+    return synthetic_batch(TASK, N, T, 1, CPU, appo.model, seed=3)
+
+
+def _by_hand(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The batch with its mirror appended, built with the NumPy maps of common/symmetry.py."""
+    maps = {"obs": MIRROR.obs, "critic": MIRROR.critic, "actions": MIRROR.actions, "last_obs": MIRROR.obs,
+            "last_critic": MIRROR.critic}
+    out = {}
+    for k, x in batch.items():
+        mirrored = torch.from_numpy(maps[k].apply(x.numpy())) if k in maps else x
+        out[k] = torch.cat([x, mirrored], dim=0 if k.startswith("last_") else 1)
+    return out
+
+
+def test_augment_appends_the_mirror_image_as_more_envs():
+    """Observations, critic inputs and actions of the appended envs are the mapped originals; the rest is copied."""
+    torch.manual_seed(0)
+    appo = APPO(_cfg(), TASK, CPU)
+    batch = _batch(appo)
+    out = BatchMirror(MIRROR, CPU).augment(batch)
+    expected = _by_hand(batch)
+    assert out.keys() == batch.keys()
+    for k in batch:
+        torch.testing.assert_close(out[k], expected[k], rtol=0, atol=0)
+    assert out["obs"].shape == (T, 2 * N, TASK.obs_dim) and out["last_critic"].shape == (2 * N, TASK.critic_dim)
+    # The vy command (column 97) of an appended env is minus its original's.
+    torch.testing.assert_close(out["obs"][:, N:, 97], -batch["obs"][:, :, 97])
+
+
+def test_an_update_with_symmetry_is_the_update_on_the_hand_mirrored_batch():
+    """algo.algorithm.symmetry trains exactly as an update without it on the batch and its mirror image."""
+    torch.manual_seed(0)
+    sym = APPO(_cfg("algo.algorithm.symmetry=true"), TASK, CPU)
+    torch.manual_seed(0)
+    plain = APPO(_cfg(), TASK, CPU)
+    batch = _batch(sym)
+    sym.update_normalizers(batch)
+    plain.update_normalizers(_by_hand(batch))
+    before = [p.detach().clone() for p in sym.model.parameters()]
+    torch.manual_seed(7)
+    m_sym = sym.update(batch)
+    torch.manual_seed(7)
+    m_plain = plain.update(_by_hand(batch))
+    assert m_sym == pytest.approx(m_plain, rel=1e-5)
+    for a, b in zip(sym.model.parameters(), plain.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert any(not torch.equal(a, b) for a, b in zip(sym.model.parameters(), before, strict=True))  # it trained
+
+
+def test_normaliser_statistics_are_their_own_mirror_image():
+    """With symmetry the normalisers see the mirror images too: their mean mirrors to itself, their variance too."""
+    torch.manual_seed(0)
+    appo = APPO(_cfg("algo.algorithm.symmetry=true"), TASK, CPU)
+    batch = _batch(appo)
+    batch["obs"] += torch.linspace(-2, 2, TASK.obs_dim)  # an asymmetric mean to start from
+    appo.update_normalizers(batch)
+    for norm, m in ((appo.model.obs_normalizer, MIRROR.obs), (appo.model.critic_normalizer, MIRROR.critic)):
+        mean, var = norm.mean.double().numpy(), norm.var.double().numpy()
+        assert np.abs(mean).max() > 0.1
+        np.testing.assert_allclose(m.apply(mean), mean, atol=1e-6)
+        np.testing.assert_allclose(np.abs(m.apply(var)), var, rtol=1e-6)
+
+
+def test_symmetry_on_a_task_without_a_mirror_map_is_refused():
+    """The config names the problem and the tasks that have a map."""
+    with pytest.raises(ConfigError, match="go2_joystick_flat.*no left-right mirror map.*g1_walk_flat"):
+        load_config(["algo.algorithm.symmetry=true"], extra={"task": "go2_joystick_flat"}, environ={})
