@@ -8,6 +8,10 @@ on both sides) also changes sign, a pitch joint (axis y) keeps it.  Each map is 
 permutation, so applying it twice gives the input back.  The joint order is part of the
 task's contract, like its sizes in common/task_spec.py: tests/collector/test_g1_symmetry.py
 checks it against the robot model and steps a mirrored state beside the original in MuJoCo.
+
+Only g1_walk_flat has a map.  g1_motion_tracking's mirror image would track the mirrored clip, which
+is not the task's; the Go2's gait clock (25 steps per cycle) cannot shift by the half cycle that
+swapping its left and right feet needs, so a mirrored Go2 state is not one the task reaches.
 """
 
 from __future__ import annotations
