@@ -46,9 +46,6 @@ class SignedPermutation:
         if len(self.sign) != n or sorted(self.index) != list(range(n)):
             raise ValueError("a signed permutation needs a permutation of 0..n-1 and n signs")
 
-    def __len__(self) -> int:
-        return len(self.index)
-
     def apply(self, x: np.ndarray) -> np.ndarray:
         """The mirror of `x` along its last axis."""
         x = np.asarray(x)
@@ -85,7 +82,7 @@ def _swap_pair(width: int, signs) -> tuple[list[int], list[float]]:
     return [*range(width, 2 * width), *range(width)], [*signs, *signs]
 
 
-def joint_mirror(joints: tuple[str, ...]) -> tuple[list[int], list[float]]:
+def _joint_mirror(joints: tuple[str, ...]) -> tuple[list[int], list[float]]:
     """Each joint's left/right partner (itself on the midline) and -1 for roll and yaw joints."""
     def partner(name: str) -> str:
         for a, b in (("left_", "right_"), ("right_", "left_")):
@@ -100,11 +97,12 @@ def joint_mirror(joints: tuple[str, ...]) -> tuple[list[int], list[float]]:
 
 
 def _g1_walk() -> TaskMirror:
-    joints = joint_mirror(G1_JOINTS)
+    joints = _joint_mirror(G1_JOINTS)
     # base_lin_vel, base_ang_vel, projected_gravity, joint_pos, joint_vel, actions, command (vx, vy, wz).
     actor = [_same(VECTOR), _same(PSEUDO_VECTOR), _same(VECTOR), joints, joints, joints, _same((1.0, -1.0, -1.0))]
     # The critic adds per foot (left, right): height, air time, contact, then the contact forces (xyz each).
-    critic = [*actor, _swap_pair(1, [1.0]), _swap_pair(1, [1.0]), _swap_pair(1, [1.0]), _swap_pair(3, VECTOR)]
+    per_foot = _swap_pair(1, [1.0])
+    critic = [*actor, per_foot, per_foot, per_foot, _swap_pair(3, VECTOR)]
     return TaskMirror(_blocks(*actor), _blocks(*critic), _blocks(joints))
 
 
@@ -118,4 +116,3 @@ def task_mirror(task: str) -> TaskMirror:
     except KeyError:
         raise ValueError(f"task {task!r} has no left-right mirror map (algo.algorithm.symmetry); "
                          f"tasks with one: {', '.join(sorted(MIRRORS))}") from None
-
