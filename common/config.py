@@ -97,6 +97,10 @@ class AlgorithmConfig(_Section):
     symmetry: bool = Field(
         False, description="Train on every batch and its left-right mirror image (symmetry data augmentation, "
         "as rsl_rl's; learner/mirror.py); only tasks with a mirror map in common/symmetry.py.")
+    mirror_loss_coef: float = Field(
+        0.0, ge=0, description="Weight of the mirror loss (rsl_rl's use_mirror_loss): the mean squared gap between "
+        "the policy's mean on a mirrored observation and the mirror of its mean on the original; 0 = off. Only "
+        "tasks with a mirror map; the normalisers then see the mirror images too.")
     rho_clip: float = Field(1.0, gt=0, description="V-trace rho-bar (importance weight clip for the TD error).")
     c_clip: float = Field(1.0, gt=0, description="V-trace c-bar (trace-cutting clip).")
 
@@ -285,7 +289,7 @@ class AppoConfig(BaseSettings):
     def _motion_file_given(self) -> AppoConfig:
         if self.task in MOTION_TASKS and not self.task_options.motion_file:
             raise ValueError(f"task {self.task} needs task_options.motion_file (a .npz motion clip)")
-        if self.algo.algorithm.symmetry:
+        if self.algo.algorithm.symmetry or self.algo.algorithm.mirror_loss_coef > 0:
             task_mirror(self.task)  # a task without a mirror map: the error names those with one
         return self
 

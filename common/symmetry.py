@@ -114,5 +114,6 @@ def task_mirror(task: str) -> TaskMirror:
     try:
         return MIRRORS[task]
     except KeyError:
-        raise ValueError(f"task {task!r} has no left-right mirror map (algo.algorithm.symmetry); "
+        raise ValueError(f"task {task!r} has no left-right mirror map (algo.algorithm.symmetry, "
+                         "mirror_loss_coef); "
                          f"tasks with one: {', '.join(sorted(MIRRORS))}") from None

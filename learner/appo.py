@@ -5,7 +5,8 @@ the update (normalized observations, values, target log-probs and means, V-trace
 targets, advantages) into one env-major tensor, so that a minibatch is one row
 gather; `update` runs the epochs x minibatches SGD steps with the adaptive
 learning rate.  With algo.algorithm.symmetry the batch first gets its left-right mirror image appended
-(learner/mirror.py), and everything below runs on both.
+(learner/mirror.py), and everything below runs on both; with mirror_loss_coef the actor's loss also pulls
+its mean on each mirrored observation towards the mirror of its mean on the original.
 
 Nothing inside the minibatch loop waits for the device: the learning rate is a
 0-dim tensor updated on the device from the on-device KL (torch.where, the rule
@@ -63,7 +64,7 @@ _OPTIMIZERS = {
 # Rows per forward (and backward) part on a CPU: a [rows, 256] activation stays within a few MB of cache.
 _CPU_CHUNK_ROWS = 4096
 # Per-minibatch sums kept on the device, in this order.
-_SUMS = ("surrogate", "value", "entropy", "clip", "grad_norm", "actor_grad_norm", "critic_grad_norm", "kl")
+_SUMS = ("surrogate", "value", "entropy", "clip", "mirror", "grad_norm", "actor_grad_norm", "critic_grad_norm", "kl")
 
 
 def _fused_takes_tensor_lr(cls, kwargs: dict, lr: torch.Tensor) -> bool:
@@ -127,7 +128,8 @@ class APPO:
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
         self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
-        self.mirror = BatchMirror(task_mirror(task.name), device) if self.cfg.symmetry else None
+        uses_mirror = self.cfg.symmetry or self.cfg.mirror_loss_coef > 0
+        self.mirror = BatchMirror(task_mirror(task.name), device) if uses_mirror else None
         self.precision = resolve_precision(cfg.training.precision, device, cfg.training.deterministic)
         self.hidden_dtype = HIDDEN_DTYPES[self.precision]
         # The schedule's state: float64 on the training device (MPS has no float64: float32), so
@@ -186,8 +188,8 @@ class APPO:
     def update_normalizers(self, fresh: dict[str, torch.Tensor]) -> None:
         """Feed only newly arrived rollouts, so replayed ones are not counted twice.
 
-        With symmetry their mirror images too: statistics of the augmented data, symmetric themselves, so a
-        mirrored observation is normalised as the mirror of the normalised original.
+        With symmetry or the mirror loss their mirror images too: statistics of the augmented data, symmetric
+        themselves, so a mirrored observation is normalised as the mirror of the normalised original.
         """
         if self.mirror is not None:
             fresh = {k: torch.cat([fresh[k], self.mirror.apply(k, fresh[k])], dim=1) for k in ("obs", "critic")}
@@ -267,7 +269,7 @@ class APPO:
         """
         c = self.cfg
         clock = _PhaseClock(self.device, timings)
-        if self.mirror is not None:
+        if self.cfg.symmetry:
             batch = self.mirror.augment(batch)
         fixed = self.process(batch)
         stats = vtrace_stats(batch["log_probs"], fixed["target_log_probs"], c.rho_clip)
@@ -305,7 +307,7 @@ class APPO:
         return sums, steps
 
     def _actor_loss_terms(self, mb: torch.Tensor, target_log_std: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(actor loss, surrogate, entropy, clip fraction, KL) of one packed minibatch [B, width]."""
+        """(actor loss, surrogate, entropy, clip fraction, mirror loss, KL) of one packed minibatch [B, width]."""
         c, L, m = self.cfg, self.layout, self.model
         mu = m.actor_mean(mb[:, L.obs], self.hidden_dtype)
         log_probs = gaussian_log_prob(mu, m.log_std, mb[:, L.actions])
@@ -313,7 +315,21 @@ class APPO:
         kl = gaussian_kl(mb[:, L.target_mu], target_log_std.exp(), mu.detach(), m.log_std.detach().exp()).mean()
         ratio = impact_ratio(log_probs, mb[:, L.log_probs], mb[:, L.target_log_probs])
         surrogate, clip_fraction = surrogate_loss(mb[:, L.advantages], ratio, c.clip_param)
-        return surrogate - c.entropy_coef * entropy, surrogate, entropy, clip_fraction, kl
+        loss = surrogate - c.entropy_coef * entropy
+        mirror = torch.zeros((), device=mu.device)
+        if c.mirror_loss_coef > 0:
+            mirror = self._mirror_loss(mb[:, L.obs], mu)
+            loss = loss + c.mirror_loss_coef * mirror
+        return loss, surrogate, entropy, clip_fraction, mirror, kl
+
+    def _mirror_loss(self, obs: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
+        """Mean squared gap between the actor's mean on mirrored `obs` and the mirror of `mu` (held fixed).
+
+        `obs` is normalised: the normaliser's statistics are their own mirror image (update_normalizers), so
+        the mirror of a normalised observation is the normalised mirror observation.
+        """
+        mirrored_mu = self.model.actor_mean(self.mirror.apply("obs", obs), self.hidden_dtype)
+        return (mirrored_mu - self.mirror.apply("actions", mu.detach())).square().mean()
 
     def _critic_loss_terms(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(weighted value loss, value loss) of one packed minibatch [B, width]."""
@@ -349,8 +365,8 @@ class APPO:
     def _step(self, mb: torch.Tensor, threads: int = 0) -> torch.Tensor:
         """One SGD step; returns this minibatch's `_SUMS` terms as one float64 tensor (no sync).
 
-        The loss is surrogate + value_loss_coef * value loss - entropy_coef * entropy, every
-        term a mean over the minibatch.  The critic's term and the actor's share no
+        The loss is surrogate + value_loss_coef * value loss - entropy_coef * entropy (+ mirror_loss_coef *
+        mirror loss), every term a mean over the minibatch.  The critic's term and the actor's share no
         parameters, so each is backpropagated on its own (side by side when `threads`: the
         critic's on the helper thread).  On a CPU each goes through the minibatch in parts
         of about `chunk_rows` rows, the gradients of the parts' means weighted by their share
@@ -365,7 +381,7 @@ class APPO:
         self.optimizer.zero_grad(set_to_none=True)
         critic_side = self._helper.submit(threads, self._critic_backward, chunks) if threads else None
         try:
-            surrogate, entropy, clip_fraction, kl = self._actor_backward(chunks)
+            surrogate, entropy, clip_fraction, mirror, kl = self._actor_backward(chunks)
         finally:
             v_loss = critic_side.result() if critic_side else None
         if v_loss is None:
@@ -375,7 +391,7 @@ class APPO:
         actor_norm, critic_norm = self._clip_gradients()
         self.optimizer.step()
         grad_norm = torch.hypot(actor_norm, critic_norm)
-        return torch.stack([surrogate, v_loss, entropy, clip_fraction, grad_norm, actor_norm, critic_norm,
+        return torch.stack([surrogate, v_loss, entropy, clip_fraction, mirror, grad_norm, actor_norm, critic_norm,
                             kl]).detach().double()
 
     def _clip_gradients(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -421,7 +437,9 @@ class APPO:
         names = (*_SUMS, "rho_clip", "rho_p99", "lp_delta", "explained_variance", "mean_std", "lr")
         m = dict(zip(names, values, strict=True))
         self._lr_value = m["lr"]
+        mirror = {"Loss/mirror": m["mirror"]} if self.cfg.mirror_loss_coef > 0 else {}
         return {
+            **mirror,
             "Loss/surrogate": m["surrogate"],
             "Loss/value": m["value"],
             "Loss/entropy": m["entropy"],

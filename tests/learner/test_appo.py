@@ -75,7 +75,7 @@ def _float_lr_steps(appo: APPO, minibatches: list[torch.Tensor]) -> list[float]:
     lr, lrs = c.learning_rate, []
     for mb in minibatches:
         optimizer.zero_grad(set_to_none=True)
-        actor_loss, _, _, _, kl = appo._actor_loss_terms(mb, appo.target.log_std)
+        actor_loss, *_, kl = appo._actor_loss_terms(mb, appo.target.log_std)
         lr = adaptive_lr(lr, kl.item(), c.desired_kl, c.kl_factor, c.lr_factor)
         for group in optimizer.param_groups:
             group["lr"] = lr
