@@ -540,7 +540,7 @@ def test_half_cheetah_preset_does_not_follow_generic():
 
 def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
     """Both G1 presets: 128 envs, std 0.5, 2 epochs, no entropy bonus, the reference's KL band and clipping; the walk's
-    symmetry augmentation."""
+    symmetry augmentation and mirror loss."""
     walk = load_config(extra={"task": "g1_walk_flat"}, environ={})
     track = load_config(extra={"task": "g1_motion_tracking", **TASK_OPTIONS["g1_motion_tracking"]}, environ={})
     assert walk.algo.num_envs == track.algo.num_envs == 128
@@ -559,6 +559,7 @@ def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
         assert c.training.replay_queue_size == 1
     # The walker trains on mirrored batches too; tracking has no mirror map.
     assert (walk.algo.algorithm.symmetry, track.algo.algorithm.symmetry) == (True, False)
+    assert (walk.algo.algorithm.mirror_loss_coef, track.algo.algorithm.mirror_loss_coef) == (10.0, 0.0)
 
 
 def test_go2_preset_takes_the_reference_update_rule_and_1024_envs():
