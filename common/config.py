@@ -104,6 +104,11 @@ class AlgorithmConfig(_Section):
     rho_clip: float = Field(1.0, gt=0, description="V-trace rho-bar (importance weight clip for the TD error).")
     c_clip: float = Field(1.0, gt=0, description="V-trace c-bar (trace-cutting clip).")
 
+    @property
+    def uses_mirror(self) -> bool:
+        """Whether the update needs the task's mirror map (augmentation or mirror loss)."""
+        return self.symmetry or self.mirror_loss_coef > 0
+
     @model_validator(mode="after")
     def _lr_bounds_ordered(self) -> AlgorithmConfig:
         if self.lr_min > self.lr_max:
@@ -289,7 +294,7 @@ class AppoConfig(BaseSettings):
     def _motion_file_given(self) -> AppoConfig:
         if self.task in MOTION_TASKS and not self.task_options.motion_file:
             raise ValueError(f"task {self.task} needs task_options.motion_file (a .npz motion clip)")
-        if self.algo.algorithm.symmetry or self.algo.algorithm.mirror_loss_coef > 0:
+        if self.algo.algorithm.uses_mirror:
             task_mirror(self.task)  # a task without a mirror map: the error names those with one
         return self
 

@@ -128,8 +128,7 @@ class APPO:
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
         self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
-        uses_mirror = self.cfg.symmetry or self.cfg.mirror_loss_coef > 0
-        self.mirror = BatchMirror(task_mirror(task.name), device) if uses_mirror else None
+        self.mirror = BatchMirror(task_mirror(task.name), device) if self.cfg.uses_mirror else None
         self.precision = resolve_precision(cfg.training.precision, device, cfg.training.deterministic)
         self.hidden_dtype = HIDDEN_DTYPES[self.precision]
         # The schedule's state: float64 on the training device (MPS has no float64: float32), so
