@@ -65,9 +65,9 @@ def site(s: dict, indent: int) -> str:
     return " " * indent + f'<site name="{s["name"]}" pos="{vec(s["pos"])}" size="0.01" group="4"/>'
 
 
-def home_keyframe(facts: dict) -> str:
+def home_keyframe(facts: dict, name: str = "home") -> str:
     """The facts' home keyframe; ctrl is its joint angles, the PD targets of a zero action (actuators in qpos order)."""
     home = facts["home_keyframe"]
     return "\n".join(["  <keyframe>",
-                      f'    <key name="home" qpos="{vec(home["qpos"])}" ctrl="{vec(home["qpos"][7:])}"/>',
+                      f'    <key name="{name}" qpos="{vec(home["qpos"])}" ctrl="{vec(home["qpos"][7:])}"/>',
                       "  </keyframe>"])

@@ -66,23 +66,28 @@ def default_joint_pos() -> list[float]:
 def build_xml() -> str:
     """The flat-ground scene with the G1 as one MJCF string."""
     facts = load_facts()
+    return scene_xml(facts, "g1_flat", facts["mjlab_sim"])
+
+
+def scene_xml(facts: dict, model_name: str, sim: dict, floor_size: float = 0.01, key_name: str = "home") -> str:
+    """A flat-ground scene with the G1 of `facts` (bodies, joints, geoms, actuators, sensors) and options `sim`."""
     return "\n".join([
-        '<mujoco model="g1_flat">',
+        f'<mujoco model="{model_name}">',
         '  <compiler angle="radian" autolimits="true"/>',
-        _option(facts["mjlab_sim"]),
+        _option(sim),
         ASSETS,
         "  <worldbody>",
         '    <light name="sun" pos="0 0 4" dir="0 0 -1" directional="true" diffuse="0.7 0.7 0.7"/>',
         '    <light name="spot" pos="1 -2 3" dir="-0.3 0.6 -1" diffuse="0.4 0.4 0.4" mode="trackcom"/>',
         # The facts' ground: an infinite plane with MuJoCo's default contact parameters.
-        '    <geom name="floor" type="plane" size="0 0 0.01" friction="1 0.005 0.0001" condim="3" priority="0"'
-        ' material="grid"/>',
+        f'    <geom name="floor" type="plane" size="0 0 {floor_size!r}" friction="1 0.005 0.0001" condim="3"'
+        ' priority="0" material="grid"/>',
         _body_tree(facts, "world", indent=4),
         "  </worldbody>",
         _contact(facts),
         _actuators(facts),
         _sensors(facts),
-        home_keyframe(facts),
+        home_keyframe(facts, key_name),
         "</mujoco>",
     ])
 
@@ -96,18 +101,21 @@ def build_model() -> mujoco.MjModel:
 
 
 def _option(sim: dict) -> str:
-    """The <option> of mjlab's run-time simulation settings."""
-    return (f'  <option timestep="{sim["timestep"]!r}" integrator="{sim["integrator"]}" cone="{sim["cone"]}"'
-            f' impratio="{sim["impratio"]!r}" solver="{sim["solver"].capitalize()}"'
-            f' iterations="{sim["iterations"]}" ls_iterations="{sim["ls_iterations"]}"'
-            f' tolerance="{sim["tolerance"]!r}" ls_tolerance="{sim["ls_tolerance"]!r}"'
-            f' ccd_iterations="{sim["ccd_iterations"]}" gravity="{vec(sim["gravity"])}"/>')
+    """The <option> of a simulation settings dict (a setting it lacks stays MuJoCo's default)."""
+    attrs = [f'timestep="{sim["timestep"]!r}"', f'integrator="{sim["integrator"]}"', f'cone="{sim["cone"]}"',
+             f'impratio="{sim["impratio"]!r}"', f'solver="{sim["solver"].capitalize()}"',
+             f'iterations="{sim["iterations"]}"', f'ls_iterations="{sim["ls_iterations"]}"',
+             f'tolerance="{sim["tolerance"]!r}"', f'ls_tolerance="{sim["ls_tolerance"]!r}"',
+             f'gravity="{vec(sim["gravity"])}"']
+    if "ccd_iterations" in sim:
+        attrs.append(f'ccd_iterations="{sim["ccd_iterations"]}"')
+    return f'  <option {" ".join(attrs)}/>'
 
 
 def _part(geom_name: str) -> str:
-    """left_foot3_collision -> foot, torso_collision -> torso."""
+    """left_foot3_collision -> foot, left_foot_contact_0_geom -> foot, torso_collision -> torso."""
     stem = re.sub(r"^(left|right)_", "", geom_name.removesuffix("_collision"))
-    return stem.rstrip("0123456789")
+    return "foot" if stem.startswith("foot") else stem.rstrip("0123456789")
 
 
 def _body_tree(facts: dict, parent: str, indent: int) -> str:
@@ -169,7 +177,7 @@ def _actuators(facts: dict) -> str:
 # object and a reference frame; subtree sensors a body.
 _SENSOR_ELEMENTS = {"mjSENS_GYRO": "gyro", "mjSENS_VELOCIMETER": "velocimeter",
                     "mjSENS_ACCELEROMETER": "accelerometer", "mjSENS_FRAMEZAXIS": "framezaxis",
-                    "mjSENS_SUBTREEANGMOM": "subtreeangmom"}
+                    "mjSENS_FRAMEPOS": "framepos", "mjSENS_SUBTREEANGMOM": "subtreeangmom"}
 
 
 def _objtype(facts_type: str) -> str:
@@ -178,7 +186,7 @@ def _objtype(facts_type: str) -> str:
 
 
 def _sensors(facts: dict) -> str:
-    """The facts' IMU and angular-momentum sensors."""
+    """The facts' sensors (IMU, frame and angular-momentum kinds), with a cutoff where the facts give one."""
     lines = ["  <sensor>"]
     for s in facts["sensors"]:
         element = _SENSOR_ELEMENTS[s["kind"]]
@@ -189,8 +197,11 @@ def _sensors(facts: dict) -> str:
             reftype, refname = s["reference"]
             target = (f'objtype="{_objtype(objtype)}" objname="{objname}"'
                       f' reftype="{_objtype(reftype)}" refname="{refname}"')
+        elif element.startswith("frame"):  # a frame sensor without reference: in the world frame
+            target = f'objtype="{_objtype(objtype)}" objname="{objname}"'
         else:
             target = f'site="{objname}"'
-        lines.append(f'    <{element} name="{s["name"]}" {target}/>')
+        cutoff = f' cutoff="{s["cutoff"]!r}"' if s.get("cutoff") else ""
+        lines.append(f'    <{element} name="{s["name"]}" {target}{cutoff}/>')
     lines.append("  </sensor>")
     return "\n".join(lines)
