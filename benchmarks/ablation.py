@@ -1,6 +1,6 @@
 """Learning changes at equal env steps: appo-train once per variant and seed, back to back, then compare.
 
-    python -m benchmarks.ablation --task g1_walk_flat --env-steps 2000000 --seeds 1,2 \\
+    python -m benchmarks.ablation --task g1_velocity_flat --env-steps 2000000 --seeds 1,2 \\
         --variant base= --variant lam1=algo.algorithm.lam=1.0 \\
         --variant band=algo.algorithm.kl_factor=2.0,algo.algorithm.lr_factor=1.5 [--out DIR] [KEY=VALUE ...]
 

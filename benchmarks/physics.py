@@ -1,7 +1,7 @@
 """Collector throughput against the physics ceiling, measured in one run.
 
     python -m benchmarks.physics --task half_cheetah --num-envs 512
-    python -m benchmarks.physics --task go2_joystick_flat,g1_walk_flat --num-envs 256   # ceilings side by side
+    python -m benchmarks.physics --task go2_joystick_flat,g1_velocity_flat --num-envs 256   # ceilings side by side
 
 ceiling:   env.step of one batch of N envs (threaded physics + vectorised obs/reward), no policy,
            with random actions drawn afresh each step from the initial policy's distribution,

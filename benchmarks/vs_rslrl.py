@@ -1,7 +1,7 @@
 """The reference learner beside ours: rsl_rl's PPO and appo-train on the same env, envs, seeds and env-step budget.
 
     python -m benchmarks.vs_rslrl --task go2_joystick_flat --num-envs 2048 --env-steps 5000000 --seeds 1,2
-    python -m benchmarks.vs_rslrl --task g1_walk_flat --num-envs 512 --env-steps 2000000 --std-contenders 1.0,0.5
+    python -m benchmarks.vs_rslrl --task g1_velocity_flat --num-envs 512 --env-steps 2000000 --std-contenders 1.0,0.5
     python -m benchmarks.vs_rslrl --task inverted_pendulum --num-envs 64 --env-steps 200000 --out runs/ip \\
         algo.algorithm.learning_rate=1e-3
 

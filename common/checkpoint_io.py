@@ -4,7 +4,8 @@ A checkpoint is the dict `learner.Learner.save()` writes (model_<iter>.pt):
 appo{model, target, optimizer, learning_rate, num_updates}, iteration,
 policy_version, total_env_steps, best_mean_reward, config, task.  Loading is
 weights-only (`torch.load(weights_only=True)`): a checkpoint from elsewhere can
-hold tensors and plain containers, never code that runs on load.
+hold tensors and plain containers, never code that runs on load.  A checkpoint of
+mjlab's G1 walker from before its rename loads with its task's new name.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ class CheckpointError(RuntimeError):
 
 
 DIGEST_KEY = "sha256"
+
+# mjlab's G1 walker was saved as g1_walk_flat (99 actor observations) until that name went to the seed's walker.
+RENAMED_FROM, RENAMED_TO, RENAMED_OBS_DIM = "g1_walk_flat", "g1_velocity_flat", 99
 
 
 def state_digest(obj) -> str:
@@ -74,7 +78,33 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"checkpoint {path} is not an APPO checkpoint (no appo.model weights)")
     if state.get(DIGEST_KEY) != state_digest(state):
         raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the stored SHA-256")
+    _rename_task(state)  # after the digest check: the digest covers the file as written
     return state
+
+
+def _rename_task(state: dict) -> None:
+    """An old g1_walk_flat checkpoint with the walker's actor width is mjlab's walker: it loads as g1_velocity_flat."""
+    config, weights = state.get("config"), state["appo"]["model"]
+    mean = weights.get("obs_normalizer.mean") if isinstance(weights, dict) else None
+    if (isinstance(config, dict) and config.get("task") == RENAMED_FROM and isinstance(mean, torch.Tensor)
+            and mean.numel() == RENAMED_OBS_DIM):
+        state["config"] = {**config, "task": RENAMED_TO}
+        if state.get("task") == RENAMED_FROM:
+            state["task"] = RENAMED_TO
+
+
+def renamed_note(*tasks: str | None) -> str:
+    """A parenthesis for a message naming the renamed task or its old name: what g1_velocity_flat was called."""
+    if not {RENAMED_FROM, RENAMED_TO} & set(tasks):
+        return ""
+    return f" ({RENAMED_TO} was called {RENAMED_FROM} before its rename)"
+
+
+def check_not_old_name(task: str | None, policy_task: str, path: Path) -> None:
+    """Refuse --task g1_walk_flat for a g1_velocity_flat checkpoint: that name is no longer its task."""
+    if task == RENAMED_FROM and policy_task == RENAMED_TO:
+        raise CheckpointError(f"checkpoint {path} is a {RENAMED_TO} policy{renamed_note(RENAMED_TO)}; "
+                              f"give --task {RENAMED_TO}, or no --task")
 
 
 def latest_valid_checkpoint(run_dir: Path, log=None) -> tuple[Path, dict] | None:

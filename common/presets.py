@@ -68,8 +68,8 @@ G1: dict[str, Any] = {
 # And a mirror loss of weight 10 keeps the policy near its own mirror image, so the mirror images stay
 # on-policy data: on seed 2 at 8 M a return of 26.0 against 15.2, episodes of 647 steps against 475
 # (BENCHMARKS.md, "Mirror loss").
-G1_WALK: dict[str, Any] = {**G1, "algo": {**G1["algo"], "algorithm": {**G1["algo"]["algorithm"], "symmetry": True,
-                                                                      "mirror_loss_coef": 10.0}}}
+G1_VELOCITY: dict[str, Any] = {**G1, "algo": {**G1["algo"], "algorithm": {**G1["algo"]["algorithm"],
+                                                                          "symmetry": True, "mirror_loss_coef": 10.0}}}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The reference task, sized for a 2-core machine: the learner's update must keep pace
@@ -92,7 +92,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # here (walking criterion at the same checkpoint as float32), with a faster update.
         "training": {"replay_queue_size": 1, "precision": "auto"},
     },
-    "g1_walk_flat": G1_WALK,
+    "g1_velocity_flat": G1_VELOCITY,
     # The walk preset before symmetry (its update was not ablated on tracking separately; tracking has no mirror map).
     "g1_motion_tracking": G1,
     "inverted_pendulum": {

@@ -9,7 +9,7 @@ permutation, so applying it twice gives the input back.  The joint order is part
 task's contract, like its sizes in common/task_spec.py: tests/collector/test_g1_symmetry.py
 checks it against the robot model and steps a mirrored state beside the original in MuJoCo.
 
-Only g1_walk_flat has a map.  g1_motion_tracking's mirror image would track the mirrored clip, which
+Only g1_velocity_flat has a map.  g1_motion_tracking's mirror image would track the mirrored clip, which
 is not the task's; the Go2's gait clock (25 steps per cycle) cannot shift by the half cycle that
 swapping its left and right feet needs, so a mirrored Go2 state is not one the task reaches.
 """
@@ -96,7 +96,7 @@ def _joint_mirror(joints: tuple[str, ...]) -> tuple[list[int], list[float]]:
     return index, sign
 
 
-def _g1_walk() -> TaskMirror:
+def _g1_velocity() -> TaskMirror:
     joints = _joint_mirror(G1_JOINTS)
     # base_lin_vel, base_ang_vel, projected_gravity, joint_pos, joint_vel, actions, command (vx, vy, wz).
     actor = [_same(VECTOR), _same(PSEUDO_VECTOR), _same(VECTOR), joints, joints, joints, _same((1.0, -1.0, -1.0))]
@@ -106,7 +106,7 @@ def _g1_walk() -> TaskMirror:
     return TaskMirror(_blocks(*actor), _blocks(*critic), _blocks(joints))
 
 
-MIRRORS: dict[str, TaskMirror] = {"g1_walk_flat": _g1_walk()}
+MIRRORS: dict[str, TaskMirror] = {"g1_velocity_flat": _g1_velocity()}
 
 
 def task_mirror(task: str) -> TaskMirror:

@@ -36,9 +36,9 @@ TASK_SPECS: dict[str, TaskSpec] = {
         TaskSpec("go2_joystick_flat", 49, 52, 12, 1000, 0.02,
                  ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy", "base_height",
                   "action_rate", "similar_to_default", "feet_contact", "feet_swing_height")),
-        # Unitree G1 velocity tracking (mjlab's Velocity-Flat-Unitree-G1, collector/envs/g1/walk.py); the critic
+        # Unitree G1 velocity tracking (mjlab's Velocity-Flat-Unitree-G1, collector/envs/g1/velocity.py); the critic
         # sees unbiased, noise-free terms plus foot height, air time, contact and contact forces.
-        TaskSpec("g1_walk_flat", 99, 111, 29, 1000, 0.02,
+        TaskSpec("g1_velocity_flat", 99, 111, 29, 1000, 0.02,
                  ("track_linear_velocity", "track_angular_velocity", "upright", "pose", "body_ang_vel",
                   "angular_momentum", "dof_pos_limits", "action_rate_l2", "air_time", "foot_clearance",
                   "foot_swing_height", "foot_slip", "soft_landing", "self_collisions")),

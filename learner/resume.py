@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.checkpoint_io import CheckpointError, latest_valid_checkpoint, load_checkpoint, runs_of
+from common.checkpoint_io import CheckpointError, latest_valid_checkpoint, load_checkpoint, renamed_note, runs_of
 from common.config import AppoConfig
 from common.logging import get_logger
 
@@ -56,8 +56,16 @@ def _get(d: dict, dotted: str):
     return d
 
 
+def check_task(saved: dict, task: str) -> None:
+    """A checkpoint continues only as its own task; the refusal names that task (and its old name if renamed)."""
+    if saved.get("task") != task:
+        raise ResumeError(f"cannot resume: the checkpoint's task is {saved.get('task')!r}, not {task!r}"
+                          f"{renamed_note(saved.get('task'), task)}; a resumed run must keep the task")
+
+
 def check_compatible(saved: dict, cfg: AppoConfig) -> None:
     now = cfg.to_dict()
+    check_task(saved, cfg.task)
     for key in FIXED_KEYS:
         if _get(saved, key) != _get(now, key):
             raise ResumeError(

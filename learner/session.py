@@ -22,7 +22,7 @@ from common.task_plugins import resolve_task_spec
 from common.task_spec import TaskSpec, UnknownTaskError
 from common.transport.interface import LearnerTransport
 from learner.learner import Learner
-from learner.resume import ResumeError, check_compatible, find_resume_checkpoint, learning_rate_override
+from learner.resume import ResumeError, check_compatible, check_task, find_resume_checkpoint, learning_rate_override
 from learner.run_dir import make_run_dir, save_config
 
 log = get_logger("learner")
@@ -89,6 +89,12 @@ def prepare(args: argparse.Namespace, extra: dict | None = None) -> Session:
             log.info("nothing to resume; starting fresh", resume=args.resume)
         else:
             path, state = found
+            # A task named now is checked first: the saved options (symmetry) may not fit another task's config.
+            if args.task or cfg.task != AppoConfig.model_fields["task"].default:
+                try:
+                    check_task(state["config"], cfg.task)
+                except ResumeError as exc:
+                    _fail(str(exc))
             cfg = config_from_args(args, extra, base=state["config"])
             try:
                 check_compatible(state["config"], cfg)

@@ -42,7 +42,14 @@ import numpy as np
 import torch
 
 from collector.envs.g1.motion import ClipError
-from common.checkpoint_io import CheckpointError, LoadedPolicy, add_checkpoint_args, find_checkpoint, load_policy
+from common.checkpoint_io import (
+    CheckpointError,
+    LoadedPolicy,
+    add_checkpoint_args,
+    check_not_old_name,
+    find_checkpoint,
+    load_policy,
+)
 from common.config import AppoConfig, ConfigError, load_config
 from common.cores import usable_cores
 from common.task_spec import UnknownTaskError
@@ -290,8 +297,8 @@ def check_dims(policy: LoadedPolicy, env) -> None:
     spec = env.spec
     if (spec.obs_dim, spec.act_dim) != (policy.obs_dim, policy.act_dim):
         raise CheckpointError(
-            f"the policy in {policy.path} maps {policy.obs_dim} observations to {policy.act_dim} actions, "
-            f"but task {spec.name!r} has {spec.obs_dim} and {spec.act_dim}"
+            f"the {policy.task} policy in {policy.path} maps {policy.obs_dim} observations to {policy.act_dim} "
+            f"actions, but task {spec.name!r} has {spec.obs_dim} and {spec.act_dim}"
         )
 
 
@@ -307,6 +314,7 @@ def evaluate(args: argparse.Namespace) -> dict:
 
     path = find_checkpoint(args.load_run, args.task, args.log_root, args.checkpoint)
     policy = load_policy(path)
+    check_not_old_name(args.task, policy.task, path)
     task = args.task or policy.task
     motion_file = run_config(policy, args.overrides).task_options.motion_file or None
     num_envs = args.num_envs or args.episodes

@@ -26,7 +26,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from common.checkpoint_io import CheckpointError, LoadedPolicy, add_checkpoint_args, find_checkpoint, load_policy
+from common.checkpoint_io import (
+    CheckpointError,
+    LoadedPolicy,
+    add_checkpoint_args,
+    check_not_old_name,
+    find_checkpoint,
+    load_policy,
+)
 
 FORMATS = ("onnx", "torchscript")
 FILE_NAMES = {"onnx": "policy.onnx", "torchscript": "policy_torchscript.pt"}
@@ -156,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         policy = load_policy(find_checkpoint(args.load_run, args.task, args.log_root, args.checkpoint))
+        check_not_old_name(args.task, policy.task, policy.path)
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

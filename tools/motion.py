@@ -4,8 +4,8 @@
     appo-motion clean walk.npz walk_clean.npz     # move the arms out of the body, smoothly, nothing else changed
     appo-motion import walk.csv walk.npz --fps 30 # a retargeted CSV (root pos, quat xyzw, 29 joints) at 50 fps
     appo-motion show walk.npz --video walk.mp4    # render the clip kinematically, camera following the pelvis
-    appo-motion record --task g1_walk_flat --load-run RUN [--checkpoint N] --seconds 4 --command 0.5 0 0.2 \
-        --out walk.npz                            # a g1_walk_flat policy's walk as a clip
+    appo-motion record --task g1_velocity_flat --load-run RUN [--checkpoint N] --seconds 4 --command 0.5 0 0.2 \
+        --out walk.npz                            # a g1_velocity_flat policy's walk as a clip
 
 `check` also reports self-penetration, the robot's contacts with itself that the tracking task
 penalises (floor left out): share of frames, depth, the geom pairs; a clip with any prints a warning
@@ -16,7 +16,7 @@ writes atomically.  `import` reads the 36-column CSV of retargeted G1 motion (a 
 resamples it to 50 fps (slerp for the root orientation) and checks it as `check` does
 (tools/motion_import.py).
 
-`record` rolls a g1_walk_flat policy out deterministically in one env (its mean action, no observation
+`record` rolls a g1_velocity_flat policy out deterministically in one env (its mean action, no observation
 noise, no pushes, the command held fixed) for round(seconds x 50) frames, the first the reset state, and
 writes the qpos trajectory as a clip (bodies by forward kinematics, velocities by finite differences,
 joint angles clipped to the hard limits the simulation may overshoot by a little); it is checked as
@@ -60,7 +60,7 @@ from tools.motion_clean import SMOOTH_SIGMA, CleanError, CleanResult, clean_clip
 from tools.motion_contacts import SelfPenetration, report_lines, self_penetration
 from tools.motion_import import import_csv
 
-RECORD_TASK = "g1_walk_flat"  # the one task whose policy `record` rolls out
+RECORD_TASK = "g1_velocity_flat"  # the one task whose policy `record` rolls out
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -88,7 +88,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     record = sub.add_parser("record", help=f"roll out a {RECORD_TASK} policy and write its motion as a clip")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["record"]:  # checkpoint_io imports torch: `check` and `show` start without it
-        from common.checkpoint_io import add_checkpoint_args
+        from common.checkpoint_io import add_checkpoint_args, renamed_note
 
         add_checkpoint_args(record)
     record.add_argument("--seconds", type=duration(), required=True, metavar="S", help="length of the clip")
@@ -100,7 +100,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.subcommand == "record":
         args.task = args.task or RECORD_TASK
         if args.task != RECORD_TASK:
-            record.error(f"--task {args.task}: record rolls out {RECORD_TASK} policies only")
+            record.error(f"--task {args.task}: record rolls out {RECORD_TASK} policies only{renamed_note(args.task)}")
         if not np.isfinite(args.command).all():
             record.error(f"--command {args.command}: give three finite numbers VX VY WZ")
         if round(args.seconds * control_rate()) < 2:
@@ -252,7 +252,7 @@ def show(path: str, out: str, size: tuple[int, int], fps_scale: float) -> str:
 
 
 class RecordError(RuntimeError):
-    """`record` cannot start: the run or checkpoint is missing, unreadable or not a g1_walk_flat policy."""
+    """`record` cannot start: the run or checkpoint is missing, unreadable or not a g1_velocity_flat policy."""
 
 
 class FellError(RuntimeError):
@@ -260,7 +260,7 @@ class FellError(RuntimeError):
 
 
 def rollout(policy, frames: int, command: np.ndarray, seed: int) -> np.ndarray:
-    """[frames, nq] qpos of one g1_walk_flat env under the policy's mean action, from its reset state, with
+    """[frames, nq] qpos of one g1_velocity_flat env under the policy's mean action, from its reset state, with
     no observation noise, no pushes and `command` held; FellError if it terminates first."""
     import torch
 

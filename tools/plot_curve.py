@@ -3,7 +3,7 @@ return and length, the largest reward terms, the termination rate, and (for velo
 the tracking errors.
 
     python -m tools.plot_curve logs/appo/go2_joystick_flat/<run> --out docs/go2_learning_curve.png
-    python -m tools.plot_curve logs/appo/g1_walk_flat/<run> --out g1.png --terms 4 --control-dt 0.02
+    python -m tools.plot_curve logs/appo/g1_velocity_flat/<run> --out g1.png --terms 4 --control-dt 0.02
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The g1_walk_flat mirror map (common/symmetry.py) against the task on real MuJoCo: a mirrored state stepped with
+"""The g1_velocity_flat mirror map (common/symmetry.py) against the task on real MuJoCo: a mirrored state stepped with
 mirrored actions gives the mirrored observations and the same rewards."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collector.envs import make_env
 from collector.envs.g1 import model as g1_model
 from common.symmetry import G1_JOINTS, MIRRORS, PSEUDO_VECTOR, VECTOR
 
-MIRROR = MIRRORS["g1_walk_flat"]
+MIRROR = MIRRORS["g1_velocity_flat"]
 HOME = np.array(g1_model.load_facts()["home_keyframe"]["qpos"])
 PAIRS = 6  # random states, each beside its mirror image
 
@@ -35,7 +35,7 @@ def _mirror_qvel(v: np.ndarray) -> np.ndarray:
 def _mirrored_pairs(seed: int):
     """An env of 2 * PAIRS rows, row PAIRS + i the mirror image of row i (state, command, randomisation)."""
     rng = np.random.default_rng(seed)
-    e = make_env("g1_walk_flat", 2 * PAIRS, 1, seed=seed)
+    e = make_env("g1_velocity_flat", 2 * PAIRS, 1, seed=seed)
     e.noise, e.pushes = False, False
     e.reset()
     e.encoder_bias[:PAIRS] = rng.uniform(-0.01, 0.01, (PAIRS, 29))

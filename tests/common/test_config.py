@@ -541,7 +541,7 @@ def test_half_cheetah_preset_does_not_follow_generic():
 def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
     """Both G1 presets: 128 envs, std 0.5, 2 epochs, no entropy bonus, the reference's KL band and clipping; the walk's
     symmetry augmentation and mirror loss."""
-    walk = load_config(extra={"task": "g1_walk_flat"}, environ={})
+    walk = load_config(extra={"task": "g1_velocity_flat"}, environ={})
     track = load_config(extra={"task": "g1_motion_tracking", **TASK_OPTIONS["g1_motion_tracking"]}, environ={})
     assert walk.algo.num_envs == track.algo.num_envs == 128
     assert walk.algo.max_iterations * walk.algo.num_envs == 30000 * 512  # the env steps of the old budget

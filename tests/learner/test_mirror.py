@@ -13,8 +13,8 @@ from common.task_spec import task_spec
 from learner.appo import APPO
 from learner.mirror import BatchMirror
 
-TASK = task_spec("g1_walk_flat")
-MIRROR = MIRRORS["g1_walk_flat"]
+TASK = task_spec("g1_velocity_flat")
+MIRROR = MIRRORS["g1_velocity_flat"]
 CPU = torch.device("cpu")
 N, T = 8, 6
 
@@ -91,7 +91,7 @@ def test_normaliser_statistics_are_their_own_mirror_image():
 
 def test_symmetry_on_a_task_without_a_mirror_map_is_refused():
     """The config names the problem and the tasks that have a map."""
-    with pytest.raises(ConfigError, match="go2_joystick_flat.*no left-right mirror map.*g1_walk_flat"):
+    with pytest.raises(ConfigError, match="go2_joystick_flat.*no left-right mirror map.*g1_velocity_flat"):
         load_config(["algo.algorithm.symmetry=true"], extra={"task": "go2_joystick_flat"}, environ={})
 
 
@@ -140,4 +140,4 @@ def test_the_mirror_loss_on_a_task_without_a_mirror_map_is_refused():
     with pytest.raises(ConfigError, match="go2_joystick_flat.*no left-right mirror map.*mirror_loss_coef"):
         load_config(["algo.algorithm.mirror_loss_coef=1.0"], extra={"task": "go2_joystick_flat"}, environ={})
     with pytest.raises(ConfigError, match="mirror_loss_coef"):
-        load_config(["algo.algorithm.mirror_loss_coef=-1"], extra={"task": "g1_walk_flat"}, environ={})
+        load_config(["algo.algorithm.mirror_loss_coef=-1"], extra={"task": "g1_velocity_flat"}, environ={})

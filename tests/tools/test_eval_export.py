@@ -190,7 +190,7 @@ def test_video_has_one_frame_per_step_of_the_first_episode(tmp_path):
 
 
 @pytest.mark.parametrize("task, overrides", [
-    ("hopper", ()), ("g1_walk_flat", ()), ("g1_motion_tracking", ("task_options.motion_file=clip.npz",)),
+    ("hopper", ()), ("g1_velocity_flat", ()), ("g1_motion_tracking", ("task_options.motion_file=clip.npz",)),
 ])
 def test_onnx_and_torchscript_match_the_eager_actor(tmp_path, task, overrides):
     """Exported ONNX (onnxruntime) and TorchScript give the eager normalised mean action within 1e-5, any batch."""

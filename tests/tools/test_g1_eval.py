@@ -1,7 +1,7 @@
 """appo-eval, appo-export and appo-motion record on the G1 tasks, on checkpoints the real appo-train wrote.
 
 Two tiny training runs (16 envs x 8 steps, 2 iterations, [32, 32] networks) are made once per module:
-g1_walk_flat, and g1_motion_tracking on a clip built kinematically here (test_motion_cli's arc: the
+g1_velocity_flat, and g1_motion_tracking on a clip built kinematically here (test_motion_cli's arc: the
 home pose, the pelvis on a circle arc).  Their policies barely act; the tests check what the tools
 report and write, and that the figures agree with each other, not how well the robot tracks.
 """
@@ -61,7 +61,7 @@ def clip_path(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def walk_logs(tmp_path_factory) -> Path:
-    return train(tmp_path_factory.mktemp("walk"), "g1_walk_flat")
+    return train(tmp_path_factory.mktemp("walk"), "g1_velocity_flat")
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +86,14 @@ def tracking_eval(tmp_path_factory, tracking_logs):
 
 
 def test_walk_eval_prints_velocity_tracking_errors_and_survival(walk_logs, tmp_path):
-    """appo-eval on a g1_walk_flat checkpoint prints and writes the xy and yaw-rate RMS errors and the
+    """appo-eval on a g1_velocity_flat checkpoint prints and writes the xy and yaw-rate RMS errors and the
     time-limit fraction, and no motion-tracking figures."""
-    proc = tool("eval", "--task", "g1_walk_flat", "--log-root", str(walk_logs), "--episodes", "2", "--threads", "1",
+    proc = tool("eval", "--task", "g1_velocity_flat", "--log-root", str(walk_logs), "--episodes", "2", "--threads", "1",
                 "--max-episode-steps", "20", "--json", str(tmp_path / "w.json"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "velocity tracking RMS error: xy" in proc.stdout and "reached time limit" in proc.stdout
     out = json.loads((tmp_path / "w.json").read_text())
-    assert out["task"] == "g1_walk_flat" and out["episodes"] == 2 and out["checkpoint"].endswith("model_2.pt")
+    assert out["task"] == "g1_velocity_flat" and out["episodes"] == 2 and out["checkpoint"].endswith("model_2.pt")
     assert out["velocity_xy_rms_error"] > 0 and out["yaw_rate_rms_error"] >= 0
     assert 0.0 <= out["time_limit_fraction"] <= 1.0 and max(out["lengths"]) <= 20
     assert "clip_fraction_mean" not in out and "body_plot" not in out
@@ -152,7 +152,7 @@ def test_play_settings_turn_the_g1_switches_off_and_play_the_clip_once(clip_path
     pushes, starts at frame 0 and episodes of one play of the clip (T - 1 steps) or a shorter given limit."""
     from collector.envs import make_env
 
-    walk = make_env("g1_walk_flat", 1, 1, 0)
+    walk = make_env("g1_velocity_flat", 1, 1, 0)
     appo_eval.use_play_settings(walk)
     assert walk.noise is False and walk.max_episode_steps == walk.spec.max_episode_steps
     walk.close()
@@ -186,10 +186,10 @@ def test_tracking_eval_is_deterministic_and_takes_a_clip_override(tracking_logs,
         torch.set_num_threads(threads)  # main() sets the process's threads
 
 
-def test_export_of_a_g1_walk_checkpoint_gives_its_deterministic_action(walk_logs, tmp_path):
-    """appo-export on the trained g1_walk_flat checkpoint writes ONNX and TorchScript models whose action on a
+def test_export_of_a_g1_velocity_checkpoint_gives_its_deterministic_action(walk_logs, tmp_path):
+    """appo-export on the trained g1_velocity_flat checkpoint writes ONNX and TorchScript models whose action on a
     random raw observation is the checkpoint's mean action."""
-    ckpt = find_checkpoint("-1", "g1_walk_flat", walk_logs)
+    ckpt = find_checkpoint("-1", "g1_velocity_flat", walk_logs)
     assert export_main(["--load-run", str(ckpt), "--out", str(tmp_path)]) == 0
     policy = load_policy(ckpt)
     obs = torch.randn(5, 99, generator=torch.Generator().manual_seed(0))
@@ -206,7 +206,7 @@ def test_record_writes_a_clip_that_check_accepts(walk_logs, tmp_path):
     """appo-motion record writes round(seconds x 50) frames of the walk policy as a clip that appo-motion check
     accepts, starting at the env's reset pose."""
     out = tmp_path / "clips" / "walk.npz"
-    proc = tool("motion", "record", "--task", "g1_walk_flat", "--load-run", "-1", "--log-root", str(walk_logs),
+    proc = tool("motion", "record", "--task", "g1_velocity_flat", "--load-run", "-1", "--log-root", str(walk_logs),
                 "--checkpoint", "2", "--seconds", "0.5", "--command", "0.5", "0", "0.2", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "frames: 25" in proc.stdout
@@ -219,12 +219,12 @@ def test_record_writes_a_clip_that_check_accepts(walk_logs, tmp_path):
 
 @pytest.mark.parametrize("argv, needle", [
     (["--load-run", "nowhere"], "run 'nowhere' not found"),
-    (["--task", "g1_motion_tracking"], "g1_walk_flat policies only"),
+    (["--task", "g1_motion_tracking"], "g1_velocity_flat policies only"),
     (["--seconds", "0"], "must be a positive number of seconds"),
     (["--seconds", "-1"], "must be a positive number of seconds"),
 ])
 def test_record_refuses_bad_input_with_status_2(walk_logs, tmp_path, capsys, argv, needle):
-    """An unknown run, a task other than g1_walk_flat and seconds <= 0 are refused with the problem named, exit 2,
+    """An unknown run, a task other than g1_velocity_flat and seconds <= 0 are refused with the problem named, exit 2,
     and no clip."""
     out = tmp_path / "x.npz"
     args = {"--log-root": str(walk_logs), "--seconds": "0.5", "--command": ["0.5", "0", "0"], "--out": str(out)}

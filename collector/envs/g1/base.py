@@ -1,6 +1,6 @@
 """What the two G1 tasks share (TASKS.md section 0): robot, action pipeline, self-collisions, pushes, randomisation.
 
-`G1Env` is the BatchedEnv both `g1_walk_flat` (walk.py) and `g1_motion_tracking` (tracking.py) build on:
+`G1Env` is the BatchedEnv both `g1_velocity_flat` (velocity.py) and `g1_motion_tracking` (tracking.py) build on:
 
 - the model: the G1 MJCF (model.py) with the task's extra sensors and the `self_collision` contact sensor
   (pelvis subtree against itself, reduce `maxforce`), 4 substeps of 0.005 s, positions, velocities and

@@ -4,7 +4,7 @@ The task is mjlab 1.6.0's `Mjlab-Tracking-Flat-Unitree-G1` (a BeyondMimic re-imp
 command with reference-state initialisation and adaptive start-frame sampling, observations, the nine
 reward terms, terminations, pushes and startup randomisation, restated over N simulations in one native
 batch.  Robot, actuators, action pipeline, self-collision counting, pushes and randomisation are shared
-with g1_walk_flat (G1Env, base.py).  Every number of the configuration is a constant below.
+with g1_velocity_flat (G1Env, base.py).  Every number of the configuration is a constant below.
 
 The clip (`motion_file`, the config's `task_options.motion_file`) is a `.npz` in the BeyondMimic layout,
 loaded and checked by motion.load_clip: 50 fps, one frame per 0.02 s control step.  Choices the
@@ -27,7 +27,7 @@ configuration leaves open, and deviations:
   (R00, R01, R10, R11, R20, R21), as mjlab's `matrix[..., :2].reshape(n, -1)`.
 - Robot bodies are their frames (MuJoCo xpos, xquat: mjlab's body link frames); a body's linear velocity
   is that of its frame origin, world frame, from cvel at the subtree CoM; the clip's velocities are of
-  the same points.  The base velocities are the pelvis IMU sensors, as in g1_walk_flat.
+  the same points.  The base velocities are the pelvis IMU sensors, as in g1_velocity_flat.
 - Adaptive sampling: envs that end by termination (not time-out) add a failure to the bin of the frame
   they were compared with; the per-bin score is an EMA, score = 0.001 * failures + 0.999 * score,
   applied once per step (before the next step's failures are counted, so every draw sees the score of
@@ -43,7 +43,7 @@ configuration leaves open, and deviations:
   clipped to the soft limits (always, as mjlab); joint velocities the clip's.  The action history is
   zeroed at an episode reset, not at a mid-episode restart (mjlab's action manager resets with the
   episode only).
-- Self-collisions: counted as in g1_walk_flat (substeps whose strongest self-contact exceeds 10 N).
+- Self-collisions: counted as in g1_velocity_flat (substeps whose strongest self-contact exceeds 10 N).
 - Termination also covers a non-finite state (never triggered by a healthy simulation).
 - nconmax 35 and njmax 250 size mujoco_warp's fixed GPU buffers; CPU MuJoCo sizes its own arena.
 """

@@ -1,4 +1,4 @@
-"""g1_walk_flat: the task against mjlab's Velocity-Flat-Unitree-G1 numbers, on real MuJoCo.
+"""g1_velocity_flat: the task against mjlab's Velocity-Flat-Unitree-G1 numbers, on real MuJoCo.
 
 The references are the configuration's numbers written here (weights, kernels, sigma tables,
 ranges, thresholds) and hand-built states; plain MuJoCo on the robot model gives the few
@@ -17,10 +17,10 @@ from rotations import quat, rot
 
 from collector.envs import make_env
 from collector.envs.g1 import model as g1_model
-from collector.envs.g1.walk import CRITIC_SLICES, OBS_SLICES, count_self_collisions
+from collector.envs.g1.velocity import CRITIC_SLICES, OBS_SLICES, count_self_collisions
 from common.task_spec import TASK_SPECS
 
-TASK = "g1_walk_flat"
+TASK = "g1_velocity_flat"
 DT = 0.02
 HOME = np.array(g1_model.load_facts()["home_keyframe"]["qpos"])
 DEFAULT = HOME[7:]

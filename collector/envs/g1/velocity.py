@@ -1,4 +1,4 @@
-"""g1_walk_flat: the Unitree G1 humanoid following velocity commands on flat ground.
+"""g1_velocity_flat: the Unitree G1 humanoid following velocity commands on flat ground.
 
 The task is mjlab 1.6.0's `Mjlab-Velocity-Flat-Unitree-G1` (robot, actuators, action pipeline,
 observations, command, curriculum, rewards, terminations, resets, domain randomisation), restated
@@ -155,10 +155,10 @@ _TASK_SENSORS = tuple(
        ' data="found force" reduce="netforce" num="1"/>' for f in FEET])
 
 
-class G1WalkFlat(G1Env):
+class G1VelocityFlat(G1Env):
     """G1 velocity tracking on flat ground (mjlab's Velocity-Flat-Unitree-G1); see the module docstring."""
 
-    task = "g1_walk_flat"
+    task = "g1_velocity_flat"
     task_sensors = _TASK_SENSORS
     encoder_bias_range = ENCODER_BIAS
     torso_com_offset_range = TORSO_COM_OFFSET
