@@ -42,6 +42,11 @@ TASK_SPECS: dict[str, TaskSpec] = {
                  ("track_linear_velocity", "track_angular_velocity", "upright", "pose", "body_ang_vel",
                   "angular_momentum", "dof_pos_limits", "action_rate_l2", "air_time", "foot_clearance",
                   "foot_swing_height", "foot_slip", "soft_landing", "self_collisions")),
+        # The seed's (UniLab's) G1 gait-clock walk (collector/envs/g1/walk.py): the actor sees the feet's gait phase;
+        # the critic adds the pelvis IMU's linear velocity.
+        TaskSpec("g1_walk_flat", 98, 101, 29, 1000, 0.02,
+                 ("tracking_lin_vel", "tracking_ang_vel", "feet_phase", "lin_vel_z", "ang_vel_xy", "base_height",
+                  "orientation", "action_rate", "pose")),
         # Unitree G1 motion tracking (mjlab's Tracking-Flat-Unitree-G1, collector/envs/g1/tracking.py): a reference
         # clip (config task_options.motion_file) followed for 10 s; the critic adds the tracked bodies' poses.
         TaskSpec("g1_motion_tracking", 160, 286, 29, 500, 0.02,

@@ -232,18 +232,15 @@ def reference_markers(env, state: video.RowState) -> tuple[video.Markers, ...]:
 
 
 def use_play_settings(env, max_episode_steps: int | None = None) -> None:
-    """The G1 tasks' play mode (PLAY_SETTINGS, those of the switches the task has); other tasks have none.
+    """The G1 tasks' play mode: PLAY_SETTINGS, those of the switches the task has (the other tasks have none).
 
     Motion tracking episodes last one play of the clip from its start (T - 1 steps), or `max_episode_steps`
     if that is shorter."""
-    from collector.envs.g1.base import G1Env
-
-    if isinstance(env, G1Env):
-        for name, value in PLAY_SETTINGS.items():
-            if hasattr(env, name):
-                setattr(env, name, value)
-        if tracks_motion(env):
-            env.max_episode_steps = min(max_episode_steps or env.num_frames, env.num_frames - 1)
+    for name, value in PLAY_SETTINGS.items():
+        if hasattr(env, name):
+            setattr(env, name, value)
+    if tracks_motion(env):
+        env.max_episode_steps = min(max_episode_steps or env.num_frames, env.num_frames - 1)
 
 
 def quotas(episodes: int, num_envs: int) -> np.ndarray:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collector.envs.batched import BatchedEnv, EnvGroups, StepResult
 from collector.envs.g1.tracking import G1MotionTracking
 from collector.envs.g1.velocity import G1VelocityFlat
+from collector.envs.g1.walk import G1WalkFlat
 from collector.envs.go2.task import Go2JoystickFlat
 from collector.envs.gym_tasks import TASKS as GYM_TASKS
 from collector.envs.interface import VectorEnv
@@ -27,7 +28,7 @@ from common.task_spec import TASK_SPECS, UnknownTaskError
 
 __all__ = ["BatchedEnv", "EnvGroups", "StepResult", "VectorEnv", "available_tasks", "make_collector_env", "make_env"]
 
-TASKS: dict[str, type[BatchedEnv]] = {**GYM_TASKS, Go2JoystickFlat.task: Go2JoystickFlat,
+TASKS: dict[str, type[BatchedEnv]] = {**GYM_TASKS, Go2JoystickFlat.task: Go2JoystickFlat, G1WalkFlat.task: G1WalkFlat,
                                       G1VelocityFlat.task: G1VelocityFlat, G1MotionTracking.task: G1MotionTracking}
 
 # The collector splits a built-in task's batch in two groups (EnvGroups) from this many envs on:

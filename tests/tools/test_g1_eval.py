@@ -65,6 +65,11 @@ def walk_logs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def seed_walk_logs(tmp_path_factory) -> Path:
+    return train(tmp_path_factory.mktemp("seed_walk"), "g1_walk_flat")
+
+
+@pytest.fixture(scope="module")
 def tracking_logs(tmp_path_factory, clip_path) -> Path:
     return train(tmp_path_factory.mktemp("tracking"), "g1_motion_tracking", f"task_options.motion_file={clip_path}")
 
@@ -97,6 +102,31 @@ def test_walk_eval_prints_velocity_tracking_errors_and_survival(walk_logs, tmp_p
     assert out["velocity_xy_rms_error"] > 0 and out["yaw_rate_rms_error"] >= 0
     assert 0.0 <= out["time_limit_fraction"] <= 1.0 and max(out["lengths"]) <= 20
     assert "clip_fraction_mean" not in out and "body_plot" not in out
+
+
+def test_seed_walk_trains_and_eval_reports_its_velocity_tracking(seed_walk_logs, tmp_path):
+    """The seed's g1_walk_flat trains with the real appo-train, and appo-eval on its checkpoint prints the xy and
+    yaw-rate tracking errors and the commanded and measured speeds."""
+    proc = tool("eval", "--task", "g1_walk_flat", "--log-root", str(seed_walk_logs), "--episodes", "2", "--threads",
+                "1", "--max-episode-steps", "20", "--json", str(tmp_path / "s.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "velocity tracking RMS error: xy" in proc.stdout
+    out = json.loads((tmp_path / "s.json").read_text())
+    assert out["task"] == "g1_walk_flat" and out["episodes"] == 2 and max(out["lengths"]) <= 20
+    assert out["velocity_xy_rms_error"] >= 0 and out["yaw_rate_rms_error"] > 0
+    assert load_policy(find_checkpoint("-1", "g1_walk_flat", seed_walk_logs)).obs_dim == 98
+
+
+def test_play_mode_turns_the_seed_walks_observation_noise_off():
+    """appo-eval's play mode switches off g1_walk_flat's actor noise, as for the other G1 tasks."""
+    from collector.envs import make_env
+
+    with make_env("g1_walk_flat", num_envs=2, num_threads=1, seed=0) as env:
+        assert env.noise
+        appo_eval.use_play_settings(env)
+        obs, critic = env.reset()
+        assert not env.noise
+        np.testing.assert_array_equal(obs, critic[:, :98])
 
 
 def test_tracking_eval_prints_the_four_figures_and_writes_them_to_json(tracking_eval, clip_path):
