@@ -9,8 +9,10 @@ permutation, so applying it twice gives the input back.  The joint order is part
 task's contract, like its sizes in common/task_spec.py: tests/collector/test_g1_symmetry.py
 checks it against the robot model and steps a mirrored state beside the original in MuJoCo.
 
-Only g1_velocity_flat has a map.  g1_motion_tracking's mirror image would track the mirrored clip, which
-is not the task's; the Go2's gait clock (25 steps per cycle) cannot shift by the half cycle that
+g1_velocity_flat and g1_walk_flat have maps; the walker's two gait phases swap (the mirrored left foot takes
+the right foot's phase), which its continuous clock reaches, since the feet are half a cycle apart.
+g1_motion_tracking's mirror image would track the mirrored clip, which is not the task's; the Go2's gait
+clock (25 steps per cycle) cannot shift by the half cycle that
 swapping its left and right feet needs, so a mirrored Go2 state is not one the task reaches.
 """
 
@@ -106,7 +108,16 @@ def _g1_velocity() -> TaskMirror:
     return TaskMirror(_blocks(*actor), _blocks(*critic), _blocks(joints))
 
 
-MIRRORS: dict[str, TaskMirror] = {"g1_velocity_flat": _g1_velocity()}
+def _g1_walk() -> TaskMirror:
+    joints = _joint_mirror(G1_JOINTS)
+    # torso gyro, projected gravity, joint_pos, joint_vel, actions, command (vx, vy, wz), gait phase (left, right).
+    actor = [_same(PSEUDO_VECTOR), _same(VECTOR), joints, joints, joints, _same((1.0, -1.0, -1.0)),
+             _swap_pair(1, [1.0])]
+    # The critic adds the pelvis IMU's linear velocity.
+    return TaskMirror(_blocks(*actor), _blocks(*actor, _same(VECTOR)), _blocks(joints))
+
+
+MIRRORS: dict[str, TaskMirror] = {"g1_velocity_flat": _g1_velocity(), "g1_walk_flat": _g1_walk()}
 
 
 def task_mirror(task: str) -> TaskMirror:
