@@ -6,6 +6,8 @@
 ceiling:   env.step of one batch of N envs (threaded physics + vectorised obs/reward), no policy,
            with random actions drawn afresh each step from the initial policy's distribution,
            N(0, init_noise_std^2) per action dim (arrays drawn before the clock starts)
+share:     the part of the ceiling's env.step spent in MuJoCo's native step (the rest: the task's NumPy
+           observations, rewards and resets), timed inside env.step on the ceiling's actions
 collector: the real rollout loop on the collector's env (make_collector_env: two double-buffered
            groups from 256 envs on) with policy inference, recording and timeout bootstrap, no learner;
            with --collector-inference torch,numpy one collector per inference backend, each measured
@@ -55,6 +57,35 @@ def measure_physics(env, seconds: float, actions: list[np.ndarray]) -> float:
         env.step(actions[steps % len(actions)])
         steps += 1
     return steps * env.num_envs / (time.perf_counter() - start)
+
+
+def measure_physics_share(env, seconds: float, actions: list[np.ndarray]) -> float | None:
+    """The share of env.step's wall time spent in MuJoCo's native step, from reset with `actions` as
+    measure_physics takes them; the rest is the task's NumPy (observations, rewards, resets).  None for an
+    env without a native batch (gym:<id>)."""
+    sim = getattr(env, "_sim", None)
+    if sim is None:
+        return None
+    native, in_native = sim.step, [0.0]
+
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return native(*args, **kwargs)
+        finally:
+            in_native[0] += time.perf_counter() - t
+
+    env.reset()
+    sim.step = timed  # an instance attribute over the method, for this measurement only
+    try:
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            env.step(actions[steps % len(actions)])
+            steps += 1
+        total = time.perf_counter() - start
+    finally:
+        del sim.step
+    return in_native[0] / total
 
 
 def random_policy_actions(env, std: float, count: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -196,6 +227,9 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
         names = list(collectors)
         for r in range(rounds):
             figures["physics_ceiling_steps_per_s"].append(measure_physics(env, seconds, random_actions))
+            share = measure_physics_share(env, seconds, random_actions)
+            if share is not None:
+                figures.setdefault("physics_share_of_step", []).append(share)
             # Backends take turns at going first, so none is always the furthest from its round's ceiling.
             for name in names[r % len(names):] + names[:r % len(names)]:
                 rate, phase = measure_collector(collectors[name], seconds, outs[name])
@@ -216,6 +250,8 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
     phases = by_inference[main_name]["phases"]
     ours = median["collector_steps_per_s"]
     extra = {}
+    if "physics_share_of_step" in median:
+        extra["physics_share_of_step"] = median["physics_share_of_step"]
     for name in ("held", "replay"):
         if f"{name}_ceiling_steps_per_s" in median:
             extra[f"{name}_ceiling_steps_per_s"] = median[f"{name}_ceiling_steps_per_s"]
@@ -325,6 +361,9 @@ def print_run(args: argparse.Namespace, result: dict) -> None:
           f"collector {result['collector_mujoco_threads']}  collector groups {result['collector_groups']}")
     print(f"physics ceiling : {result['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
           f"(random actions, std {result['random_action_std']})")
+    if "physics_share_of_step" in result:
+        print(f"physics share   : {result['physics_share_of_step']:12.3f}  of env.step's time in MuJoCo's native step "
+              "(the rest: the task's NumPy observations, rewards and resets)")
     print(f"collector       : {result['collector_steps_per_s']:12,.0f} env-steps/s  "
           f"(main thread per step: inference {result['collector_infer_ms_per_step']:.1f} ms, "
           f"env {result['collector_env_ms_per_step']:.1f} ms)")

@@ -24,6 +24,29 @@ def test_run_and_json_report_the_ceiling_collector_and_ratio(tmp_path):
     assert result["random_action_std"] == 0.5  # half_cheetah's preset init_noise_std
     assert result["collector_groups"] == 1  # 8 envs: below the split
     assert (result["mujoco_threads"], result["collector_mujoco_threads"]) == (1, 1)
+    assert 0 < result["physics_share_of_step"] <= 1
+
+
+def test_physics_share_is_the_native_steps_part_of_env_step():
+    """The share of env.step in MuJoCo's native step falls when the task's NumPy part is made slower, and the
+    timing wrapper is gone afterwards."""
+    import time
+
+    from collector.envs import make_env
+
+    with make_env("g1_walk_flat", 16, 1, seed=0) as env:
+        actions = physics.random_policy_actions(env, 0.5, 8, np.random.default_rng(0))
+        share = physics.measure_physics_share(env, 0.3, actions)
+        compute = env._compute_terms
+
+        def slow_terms(*args):
+            time.sleep(0.003)  # about the native step's own time at 16 envs: the share roughly halves
+            compute(*args)
+
+        env._compute_terms = slow_terms
+        slowed = physics.measure_physics_share(env, 0.3, actions)
+        assert "step" not in vars(env._sim)
+    assert 0 < slowed < 0.8 * share <= 0.8
 
 
 def test_collector_of_a_large_batch_runs_on_two_groups():
