@@ -562,6 +562,18 @@ def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
     assert (walk.algo.algorithm.mirror_loss_coef, track.algo.algorithm.mirror_loss_coef) == (10.0, 0.0)
 
 
+def test_seed_walk_preset_is_the_humanoid_preset_at_the_seeds_budget():
+    """g1_walk_flat: the tracking preset's update and networks, for 24.6 M env steps (the seed's 500 x 2,048 x 24)."""
+    walk = load_config(extra={"task": "g1_walk_flat"}, environ={})
+    track = load_config(extra={"task": "g1_motion_tracking", **TASK_OPTIONS["g1_motion_tracking"]}, environ={})
+    assert walk.algo.max_iterations * walk.algo.num_envs * walk.algo.steps_per_env == 500 * 2048 * 24
+    same = ("num_envs", "steps_per_env", "policy", "normalizer_warmup")
+    assert all(getattr(walk.algo, k) == getattr(track.algo, k) for k in same)
+    assert walk.algo.algorithm.model_dump(exclude={"symmetry", "mirror_loss_coef"}) == \
+        track.algo.algorithm.model_dump(exclude={"symmetry", "mirror_loss_coef"})
+    assert walk.training.replay_queue_size == 1 and walk.training.precision == "auto"
+
+
 def test_go2_preset_takes_the_reference_update_rule_and_1024_envs():
     """The Go2 preset: rsl_rl's rate rule, per-network clips, normaliser warm-up, 1024 envs at the 2048-env budget."""
     go2 = load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo
