@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -208,7 +207,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    os.environ.setdefault("MUJOCO_GL", "egl")
     with tempfile.TemporaryDirectory(prefix="appo-ttc-") as tmp:
         log_dir = Path(args.log_dir or tmp).resolve()
         log_dir.mkdir(parents=True, exist_ok=True)

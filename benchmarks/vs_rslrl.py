@@ -127,10 +127,10 @@ def _run(cmd: list[str], log: Path) -> float:
 
 def evaluate_rslrl(policy: Path, task: str, motion_file: str | None, episodes: int) -> dict:
     """appo-eval's figures of an rsl_rl policy: its env, play settings and episode loop, with rsl_rl's mean action."""
-    from tools import eval as appo_eval  # first: fixes MuJoCo's GL backend before MuJoCo is imported  # isort: skip
     from benchmarks.rslrl_train import load_policy
     from collector.envs import make_env
     from common.cores import usable_cores
+    from tools import eval as appo_eval
 
     model = load_policy(policy)
     env = make_env(task, episodes, usable_cores(), 0, motion_file=motion_file)
@@ -201,7 +201,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks.vs_rslrl_report import table
 
-    os.environ.setdefault("MUJOCO_GL", "egl")
     torch.set_num_threads(1)  # as appo-eval: one small MLP forward per step, the cores go to MuJoCo
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[dict] = []

@@ -12,7 +12,8 @@ of the return, mean episode length, the fraction of episodes that reached the
 time limit without terminating and, for tasks that report commanded and measured
 body velocities (`env.velocity_tracking()`), the RMS error of the xy velocity and
 of the yaw rate.  --video renders env 0's first episode with a camera following
-the robot's root body; --plot draws that episode's velocities.
+the robot's root body; --plot draws that episode's velocities.  Where no GL library loads
+(common/gl.py), --video fails in one line after the figures are printed and the other files written.
 
 The G1 tasks run in their play mode: no observation noise and no pushes; for motion
 tracking also no initialisation noise, every episode starting at the
@@ -29,7 +30,7 @@ body error compares them) and the clip's own anchor as an orange one.
 
 from __future__ import annotations
 
-# First: sets MUJOCO_GL before anything imports MuJoCo (see tools/video.py).
+# First, as the tools package chooses MuJoCo's GL backend before MuJoCo is imported (common/gl.py).
 from tools import video  # isort: skip
 
 import argparse
@@ -320,13 +321,20 @@ def evaluate(args: argparse.Namespace) -> dict:
                    motion_file=motion_file)
     use_play_settings(env, args.max_episode_steps)
     writer = recorder = None
+    video_error = None
     try:
         check_dims(policy, env)
         dt = env.spec.control_dt
         if args.video and not video.has_mujoco_state(env):
             raise video.RenderError(f"--video needs a MuJoCo task (env.model, qpos, qvel); {task} has none")
         if args.video:
-            writer = video.Mp4Writer(args.video, fps=1.0 / dt if dt > 0 else 30.0)
+            try:
+                # The renderer first: where no GL context can be made, no empty MP4 is left behind.
+                frames = video.FrameRenderer(video.RowState(env.model), *args.video_size)
+                frames.close()
+                writer = video.Mp4Writer(args.video, fps=1.0 / dt if dt > 0 else 30.0)
+            except video.RenderError as exc:
+                video_error = str(exc)  # the figures and other files are still made; main() reports this after them
         if args.plot or writer is not None:
             recorder = FirstEpisode(env, dt, args.video_size if writer else None, writer, args.video_steps)
         results = run_episodes(env, policy.model, args.episodes, recorder)
@@ -346,6 +354,8 @@ def evaluate(args: argparse.Namespace) -> dict:
             out["body_plot"] = args.body_plot
     if writer is not None:
         out.update(video=args.video, video_frames=writer.frames)
+    if video_error:
+        out["video_error"] = video_error
     if args.plot:
         plot_episode(recorder.trace, args.plot, f"{task} - {path.name} - env 0, first episode")
         out["plot"] = args.plot
@@ -387,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     print(report(out))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
+    if "video_error" in out:
+        print(f"error: --video {args.video}: {out['video_error']}", file=sys.stderr)
+        return 2
     return 0
 
 

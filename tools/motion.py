@@ -28,7 +28,7 @@ cannot clear exits 1 and writes nothing.
 
 from __future__ import annotations
 
-# First: sets MUJOCO_GL before anything imports MuJoCo (see tools/video.py).
+# First, as the tools package chooses MuJoCo's GL backend before MuJoCo is imported (common/gl.py).
 from tools import video  # isort: skip
 
 import argparse

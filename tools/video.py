@@ -1,23 +1,22 @@
 """Offscreen rendering of one environment's MuJoCo state, written as an MP4.
 
-Import this module before anything imports MuJoCo: MuJoCo picks its OpenGL
-backend once, at import, from MUJOCO_GL, and a headless Linux machine (no X
-display, CPU only) has a context only through EGL.  imageio with
-imageio-ffmpeg's bundled binary encodes the MP4, so no system ffmpeg is needed.
+MuJoCo picks its OpenGL backend once, at import, from MUJOCO_GL, and a headless
+Linux machine (no X display, CPU only) has a context only through EGL: the
+tools package chooses it before MuJoCo is imported (common/gl.py), and where no
+GL library loads, a render fails with one line saying what to install.  imageio
+with imageio-ffmpeg's bundled binary encodes the MP4, so no system ffmpeg is needed.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 
-if sys.platform.startswith("linux"):
-    os.environ.setdefault("MUJOCO_GL", "egl")
-
-# Imported only after MUJOCO_GL is set.
+# Imported after tools/__init__.py chose the GL backend (common/gl.py).
 import mujoco
 import numpy as np
+
+from common import gl
 
 
 class RenderError(RuntimeError):
@@ -67,6 +66,8 @@ class FrameRenderer:
         # The offscreen buffer bounds the frame size; raising it changes nothing but rendering.
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
         model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+        if gl.render_unavailable():
+            raise RenderError(gl.render_unavailable())
         try:
             self.renderer = mujoco.Renderer(model, height, width)
         except Exception as exc:  # the GL backends raise their own error types

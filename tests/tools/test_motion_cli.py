@@ -99,7 +99,8 @@ def test_show_writes_an_mp4_with_one_frame_per_clip_frame(tmp_path):
     clip_path = tmp_path / "arc.npz"
     write_clip(clip_path, arc_clip(frames))
     proc = motion("show", str(clip_path), "--video", str(out), "--video-size", "96x72", "--fps-scale", "0.5")
-    if proc.returncode == 2 and "cannot create an offscreen OpenGL context" in proc.stderr:
+    if proc.returncode == 2 and any(m in proc.stderr for m in ("cannot create an offscreen OpenGL context",
+                                                                 "cannot render:")):
         pytest.skip(f"no offscreen OpenGL here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"({frames} frames at 25 fps)" in proc.stdout
