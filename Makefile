@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # The venv's own torch as a requirement, so that no extra's dependency makes pip replace it.
 KEEP_TORCH = "torch==$$($(PY) -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' torch)"
 
-.PHONY: install rslrl train lint sysdeps test test-containers bench clean
+.PHONY: install rslrl unilab train lint sysdeps test test-containers bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ rslrl:
 	@test -x $(PY) || { echo "no venv at $(VENV) (with torch): run make install first"; exit 1; }
 	$(PY) -m pip install -q -e ".[rslrl]" $(KEEP_TORCH)
 	$(PY) -m pip install -q --no-deps "$(RSLRL_SPEC)"
+
+# The seed system (UniLab 1.5.2) in a venv of its own (UNILAB_VENV), ready to run offline, for the
+# benchmarks that measure this project beside it; done once, later calls take seconds. Not part of `make test`.
+UNILAB_VENV ?= .venv-unilab
+unilab: $(STAMP)
+	$(PY) -m benchmarks.unilab_setup --venv $(UNILAB_VENV)
 
 train: $(STAMP)
 	$(VENV)/bin/appo-train $(TRAIN_ARGS)
