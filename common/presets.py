@@ -71,11 +71,12 @@ G1: dict[str, Any] = {
 G1_VELOCITY: dict[str, Any] = {**G1, "algo": {**G1["algo"], "algorithm": {**G1["algo"]["algorithm"],
                                                                           "symmetry": True, "mirror_loss_coef": 10.0}}}
 
-# The seed's gait-clock walker: the humanoid preset as it is (128 envs, std 0.5, 2 epochs, no entropy bonus, the
-# reference update rule), which, run on the seed's own env code, stood by 3 M env steps where the seed's own APPO
-# settings had not by 14.8 M; no symmetry (no mirror map covers the gait phase yet).
+# The seed's gait-clock walker: the humanoid preset (128 envs, std 0.5, 2 epochs, no entropy bonus, the reference
+# update rule), which, run on the seed's own env code, stood by 3 M env steps where the seed's own APPO settings had
+# not by 14.8 M; with symmetry augmentation and the mirror loss, as g1_velocity_flat: at 2 M env steps on tuning seeds
+# 1 and 2 the training episodes were 279 and 252 steps against 132 and 157 without (BENCHMARKS.md, "g1_walk_flat").
 # 8,000 iterations of 128 x 24: the 24.6 M env steps of the seed's own APPO budget (500 x 2,048 x 24).
-G1_WALK: dict[str, Any] = {**G1, "algo": {**G1["algo"], "max_iterations": 8000}}
+G1_WALK: dict[str, Any] = {**G1_VELOCITY, "algo": {**G1_VELOCITY["algo"], "max_iterations": 8000}}
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The reference task, sized for a 2-core machine: the learner's update must keep pace
