@@ -152,6 +152,14 @@ class G1WalkFlat(BatchedEnv):
         self._fill_obs(r.obs, slice(None))
         self._fill_critic(r.critic, slice(None))
 
+    def set_gains(self, kp: np.ndarray, kd: np.ndarray) -> None:
+        """This episode's PD gains ([N, 29] each, or broadcastable) of every actuator until the env's next reset."""
+        self._check_open()
+        self.kp[:], self.kd[:] = kp, kd
+        self._gain[:, :, 0] = self.kp
+        self._bias[:, :, 1] = -self.kp
+        self._bias[:, :, 2] = -self.kd
+
     def velocity_tracking(self) -> tuple[np.ndarray, np.ndarray]:
         """(commanded, measured) [N, 3] (vx, vy, yaw rate): pelvis IMU velocity and torso gyro, for appo-eval."""
         sd, c = self._sensordata, self._cols

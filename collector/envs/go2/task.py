@@ -140,6 +140,14 @@ class Go2JoystickFlat(BatchedEnv):
         self._fill_obs(r.obs, slice(None))
         self._fill_critic(r.critic, slice(None))
 
+    def set_gains(self, kp: np.ndarray, kd: np.ndarray) -> None:
+        """This episode's PD gains of every env ([N] each, shared by an env's 12 joints) until its next reset."""
+        self._check_open()
+        self.kp[:], self.kd[:] = kp, kd
+        self._gain[:, :, 0] = self.kp[:, None]
+        self._bias[:, :, 1] = -self.kp[:, None]
+        self._bias[:, :, 2] = -self.kd[:, None]
+
     def velocity_tracking(self) -> tuple[np.ndarray, np.ndarray]:
         """(commanded, measured) [N, 3] body-frame (vx, vy, yaw rate) of the current state, for appo-eval."""
         sd, c = self._sensordata, self._cols
