@@ -7,8 +7,8 @@
 2. Stand-in meshes: the seed fetches its robots' meshes from a model hub at run time, which an offline
    machine cannot reach.  They are visual (group 2, no contact, no mass), so every mesh file its robot
    MJCF names is written as a 2 cm cube where it is missing.
-3. The working directory its configs expect: `<venv>/work/src/unilab`, a link to the installed package
-   (its task configs name `src/unilab/...` relative to the working directory).
+3. The working directory its configs expect: a `work` folder in the seed's venv holding `src/unilab`, a
+   link to the installed package (its task configs name `src/unilab/...` relative to the working directory).
 4. A check in the seed's own Python: each robot's flat scene loads, and its total mass and colliding geoms
    (name, type, size, body) are those of the same scene with every mesh geom removed, so the stand-ins
    change no physics.

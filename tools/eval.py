@@ -176,11 +176,15 @@ class Results:
 class FirstEpisode:
     """Records env 0's first episode: the plotted trace and, optionally, the video frames."""
 
-    def __init__(self, env, dt: float, renderer_size: tuple[int, int] | None, writer, max_frames: int | None):
+    def __init__(self, env, dt: float, renderer: video.FrameRenderer | None, writer, max_frames: int | None):
+        """renderer: draws `renderer.state` (None: no video); without one, a RowState of env's model is made."""
         self.trace = EpisodeTrace(dt)
         self.active = True
-        self.state = video.RowState(env.model) if video.has_mujoco_state(env) else None
-        self.renderer = video.FrameRenderer(self.state, *renderer_size) if writer is not None else None
+        if renderer is not None:
+            self.state = renderer.state
+        else:
+            self.state = video.RowState(env.model) if video.has_mujoco_state(env) else None
+        self.renderer = renderer
         self.writer = writer
         self.max_frames = max_frames
         self.reference = tracks_motion(env)
@@ -320,7 +324,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     env = make_env(task, num_envs, threads, args.seed, max_episode_steps=args.max_episode_steps,
                    motion_file=motion_file)
     use_play_settings(env, args.max_episode_steps)
-    writer = recorder = None
+    writer = recorder = renderer = None
     video_error = None
     try:
         check_dims(policy, env)
@@ -330,13 +334,12 @@ def evaluate(args: argparse.Namespace) -> dict:
         if args.video:
             try:
                 # The renderer first: where no GL context can be made, no empty MP4 is left behind.
-                frames = video.FrameRenderer(video.RowState(env.model), *args.video_size)
-                frames.close()
+                renderer = video.FrameRenderer(video.RowState(env.model), *args.video_size)
                 writer = video.Mp4Writer(args.video, fps=1.0 / dt if dt > 0 else 30.0)
             except video.RenderError as exc:
                 video_error = str(exc)  # the figures and other files are still made; main() reports this after them
         if args.plot or writer is not None:
-            recorder = FirstEpisode(env, dt, args.video_size if writer else None, writer, args.video_steps)
+            recorder = FirstEpisode(env, dt, renderer, writer, args.video_steps)
         results = run_episodes(env, policy.model, args.episodes, recorder)
     finally:
         if recorder is not None:

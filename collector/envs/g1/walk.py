@@ -156,9 +156,7 @@ class G1WalkFlat(BatchedEnv):
         """This episode's PD gains ([N, 29] each, or broadcastable) of every actuator until the env's next reset."""
         self._check_open()
         self.kp[:], self.kd[:] = kp, kd
-        self._gain[:, :, 0] = self.kp
-        self._bias[:, :, 1] = -self.kp
-        self._bias[:, :, 2] = -self.kd
+        self._write_gains(slice(None))
 
     def velocity_tracking(self) -> tuple[np.ndarray, np.ndarray]:
         """(commanded, measured) [N, 3] (vx, vy, yaw rate): pelvis IMU velocity and torso gyro, for appo-eval."""
@@ -201,9 +199,7 @@ class G1WalkFlat(BatchedEnv):
         nu = self.model.nu
         self.kp[rows] = self.nominal_kp * self.rng.uniform(*GAIN_SCALE, (n, nu))
         self.kd[rows] = self.nominal_kd * self.rng.uniform(*GAIN_SCALE, (n, nu))
-        self._gain[rows, :, 0] = self.kp[rows]
-        self._bias[rows, :, 1] = -self.kp[rows]
-        self._bias[rows, :, 2] = -self.kd[rows]
+        self._write_gains(rows)
         self.commands[rows] = self._sample_commands(n)
         left = self.rng.uniform(0.0, 2 * math.pi, n)
         self.phase[rows] = np.stack([left, left + math.pi], axis=1)
@@ -271,6 +267,12 @@ class G1WalkFlat(BatchedEnv):
         self._terminated(terminated)
 
     # --------------------------------------------------------------- helpers
+
+    def _write_gains(self, rows) -> None:
+        """kp and kd of `rows` into their simulations' expanded actuator fields (MuJoCo's PD law uses them)."""
+        self._gain[rows, :, 0] = self.kp[rows]
+        self._bias[rows, :, 1] = -self.kp[rows]
+        self._bias[rows, :, 2] = -self.kd[rows]
 
     def _sample_commands(self, n: int) -> np.ndarray:
         commands = self.rng.uniform(COMMAND_LOW, COMMAND_HIGH, (n, 3))
