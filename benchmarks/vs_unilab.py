@@ -1,0 +1,211 @@
+"""This project beside the seed system (UniLab 1.5.2): the same task stepped side by side, and both trainers.
+
+    python -m benchmarks.vs_unilab --parity --task go2_joystick_flat [--envs 8] [--steps 200] [--policy RUN]
+    python -m benchmarks.vs_unilab --train --task g1_walk_flat --env-steps 4000000 --seeds 3 [--num-envs 2048]
+
+The seed runs from its own venv (`make unilab`, benchmarks/unilab_setup.py; --venv or $UNILAB_VENV,
+default .venv-unilab), set up first if it is not.
+
+--parity  builds the seed's env (in a child process of the seed's Python, benchmarks/unilab_bridge.py)
+          and ours with noise and randomisation off, puts both in the same state and drives both with
+          the same actions (--policy's deterministic actions where a run or checkpoint of ours is given,
+          else a scripted stepping sequence) for --steps control steps: once re-synchronised every step,
+          once running free (benchmarks/parity.py).  Prints the largest difference of every observation
+          column and reward term above --tolerance, termination mismatches and the pelvis drift; writes
+          the full report to --out/parity.json.
+--train   per seed, one after the other: the seed's own `train --algo appo --task T --sim mujoco`,
+          unmodified but for its seed, envs (--num-envs, default its own) and iterations (to --env-steps),
+          on the CPU with one thread per process; then `appo-train` with this project's preset on the
+          same task, seed and env-step budget.  Writes both curves against env steps (training episode
+          length and return from each trainer's TensorBoard scalars, which use the same tags; xy and yaw
+          tracking errors where the trainer logs them: the seed's does not) to --out/curves.csv,
+          curves.json and curves.png, and appo-eval's figures of our final policy to eval.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common.cli import at_least
+
+# The seed's APPO tasks (unilab/conf/appo/task/*): its registry name and its own envs per run.
+SEED_TASKS = {
+    "go2_joystick_flat": {"registry": "Go2JoystickFlat", "num_envs": 2048},
+    "g1_walk_flat": {"registry": "G1WalkFlat", "num_envs": 2048},
+    "g1_motion_tracking": {"registry": "G1MotionTracking", "num_envs": 1024},
+}
+PARITY_TASKS = ("go2_joystick_flat", "g1_walk_flat")  # g1_motion_tracking here is mjlab's task, not the seed's
+SEED_STEPS_PER_ENV = 24  # unilab/conf/appo/config.yaml
+SEED_ENV = {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.vs_unilab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--parity", action="store_true", help="step both envs side by side")
+    mode.add_argument("--train", action="store_true", help="run both trainers on the same budget")
+    p.add_argument("--task", required=True)
+    p.add_argument("--venv", type=Path, default=Path(os.environ.get("UNILAB_VENV", ".venv-unilab")),
+                   help="the seed's own venv (default .venv-unilab, or $UNILAB_VENV)")
+    p.add_argument("--out", type=Path, help="results folder, empty or new (default logs/vs_unilab/<task>_<time>)")
+    parity = p.add_argument_group("--parity")
+    parity.add_argument("--envs", type=at_least(1), default=8, help="envs on each side (default 8)")
+    parity.add_argument("--steps", type=at_least(1), default=200, help="control steps per mode (default 200)")
+    parity.add_argument("--policy", type=Path, help="a run directory or checkpoint of ours whose deterministic "
+                        "actions drive both sides (default: a scripted stepping sequence)")
+    parity.add_argument("--tolerance", type=float, default=None, help="differences shown above this "
+                        "(default benchmarks.parity.SOLVER_NOISE)")
+    parity.add_argument("--seed", type=int, default=0, help="draws of the starting state (default 0)")
+    train = p.add_argument_group("--train")
+    train.add_argument("--env-steps", type=at_least(1), help="env-step budget of every run")
+    train.add_argument("--seeds", default="1", help="comma-separated seeds, one run of each trainer per seed")
+    train.add_argument("--num-envs", type=at_least(1), help="the seed's envs (default its own for the task)")
+    train.add_argument("--episodes", type=at_least(1), default=20, help="evaluated episodes of our final policy")
+    args = p.parse_args(argv)
+    from collector.envs import available_tasks
+
+    if args.task not in available_tasks():
+        p.error(f"--task {args.task!r}: unknown task; this project has {', '.join(available_tasks())}")
+    if args.task not in SEED_TASKS:
+        p.error(f"--task {args.task}: the seed (UniLab 1.5.2) has no such APPO task; it has "
+                f"{', '.join(SEED_TASKS)}")
+    if args.parity and args.task not in PARITY_TASKS:
+        p.error(f"--parity --task {args.task}: this project's {args.task} is built as mjlab's, not the seed's, so "
+                f"there is no step-by-step parity (BENCHMARKS.md lists the differences); parity covers "
+                f"{', '.join(PARITY_TASKS)}")
+    if args.train and args.env_steps is None:
+        p.error("--train needs --env-steps")
+    try:
+        args.seed_list = list(dict.fromkeys(int(s) for s in args.seeds.split(",")))
+    except ValueError:
+        p.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
+    if args.policy is not None and not args.policy.exists():
+        p.error(f"--policy {args.policy}: no such run directory or checkpoint")
+    args.out = args.out or Path(f"logs/vs_unilab/{args.task}_{time.strftime('%Y-%m-%d_%H-%M-%S')}")
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        p.error(f"--out {args.out}: not an empty folder (the runs would mix with earlier ones)")
+    return args
+
+
+def seed_ready(venv: Path) -> dict:
+    """The seed's venv set up (once; seconds after); raises SetupError naming the failed step."""
+    from benchmarks.unilab_setup import setup
+
+    return setup(venv.resolve())
+
+
+# ---------------------------------------------------------------- --train
+
+
+def seed_rows(run: Path) -> list[dict]:
+    """The seed's curve from its TensorBoard scalars (its step axis is env steps; its tags are appo-train's)."""
+    from benchmarks.rslrl_curve import CURVE_TAGS
+    from tools.tb_scalars import read_scalars
+
+    scalars = read_scalars(run)
+    by_step: dict[int, dict] = {}
+    first_wall = min((w for series in scalars.values() for w, _, _ in series), default=0.0)
+    for wall, step, value in scalars.get("Train/iteration", []):
+        by_step[step] = {"iteration": int(value), "env_steps": int(step), "wall_s": wall - first_wall}
+    for name, tag in CURVE_TAGS.items():
+        for _, step, value in scalars.get(tag, []):
+            if step in by_step and math.isfinite(value):
+                by_step[step][name] = float(value)
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def train_seed(args: argparse.Namespace, workdir: Path, seed: int) -> dict:
+    """The seed's own trainer on one seed; its run directory, curve and wall seconds."""
+    spec = SEED_TASKS[args.task]
+    num_envs = args.num_envs or spec["num_envs"]
+    iterations = math.ceil(args.env_steps / (num_envs * SEED_STEPS_PER_ENV))
+    cmd = [str(args.venv.resolve() / "bin" / "train"), "--algo", "appo", "--task", args.task, "--sim", "mujoco",
+           f"algo.seed={seed}", f"algo.num_envs={num_envs}", f"algo.max_iterations={iterations}",
+           f"algo.save_interval={max(1, iterations // 4)}", "training.no_play=true", "training.device=cpu"]
+    runs = workdir / "logs" / "appo" / spec["registry"]
+    before = set(runs.iterdir()) if runs.is_dir() else set()
+    log = args.out / f"train_unilab_seed_{seed}.log"
+    print(f"$ (cd {workdir} && {' '.join(['train', *cmd[1:]])})", flush=True)
+    start = time.monotonic()
+    with log.open("wb") as out:
+        rc = subprocess.run(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
+                            env={**os.environ, **SEED_ENV}).returncode
+    seconds = time.monotonic() - start
+    new = sorted(set(runs.iterdir()) - before) if runs.is_dir() else []
+    if rc != 0 or not new:
+        raise RuntimeError(f"the seed's train exited {rc}{'' if new else ' without a run directory'}; see {log}")
+    run = new[-1]
+    rows = seed_rows(run)
+    if not rows:
+        raise RuntimeError(f"the seed's run {run} logged no training scalars; see {log}")
+    return {"learner": "unilab", "label": "UniLab APPO", "seed": seed, "num_envs": num_envs,
+            "steps_per_env": SEED_STEPS_PER_ENV, "iterations": iterations, "env_steps": rows[-1]["env_steps"],
+            "process_seconds": seconds, "dir": str(run), "rows": rows}
+
+
+def train_ours(args: argparse.Namespace, seed: int) -> dict:
+    """appo-train with the task's preset on one seed, to the same env-step budget."""
+    from benchmarks import appo_run
+    from benchmarks.ablation import iterations_for
+    from benchmarks.vs_rslrl_report import appo_rows
+
+    iterations, per = iterations_for(args.env_steps, args.task, [])
+    run, seconds = appo_run.train(args.task, seed, iterations, [], (args.out / "appo").resolve(), f"seed_{seed}",
+                                  args.out / f"train_appo_seed_{seed}.log")
+    rows = appo_rows(run)
+    return {"learner": "appo", "label": "appo-train preset", "seed": seed, "num_envs": per // 24,
+            "steps_per_env": 24, "iterations": iterations, "env_steps": rows[-1]["env_steps"],
+            "process_seconds": seconds, "dir": str(run), "rows": rows,
+            "eval": appo_run.evaluate(run, args.episodes)}
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from benchmarks import vs_rslrl_report as report
+
+    workdir = Path(seed_ready(args.venv)["workdir"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs: list[dict] = []
+    for seed in args.seed_list:
+        runs.append(train_seed(args, workdir, seed))
+        runs.append(train_ours(args, seed))
+        meta = {"task": args.task, "env_steps_budget": args.env_steps, "seeds": args.seed_list}
+        report.write_curves(runs, args.out / "curves.json", args.out / "curves.csv", meta)  # kept after each run
+    report.plot(runs, args.out / "curves.png", f"{args.task}: UniLab's APPO vs appo-train, "
+                f"{args.env_steps / 1e6:g} M env steps")
+    evals = [{"learner": r["learner"], "seed": r["seed"], "env_steps": r["env_steps"], "figures": r["eval"]}
+             for r in runs if "eval" in r]
+    (args.out / "eval.json").write_text(json.dumps({"task": args.task, "evaluations": evals}, indent=2))
+    print(f"\nvs UniLab  task {args.task}  budget {args.env_steps:,} env steps")
+    print(report.table(runs, args.env_steps))
+    print(f"results: {args.out}/curves.json, curves.csv, curves.png, eval.json")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from benchmarks.unilab_setup import SetupError
+
+    try:
+        if args.train:
+            return run_train(args)
+        from benchmarks.parity_run import run_parity
+
+        return run_parity(args)
+    except SetupError as exc:
+        print(f"error: the seed's venv {args.venv}: {exc}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""benchmarks.vs_unilab without the seed installed: bad input is one clear line, and the seed trainer's
+TensorBoard scalars become a curve against env steps in appo-train's columns."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import vs_unilab
+
+
+def _error(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        vs_unilab.parse_args(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_unknown_task_is_named(capsys):
+    """A task neither side has: the error names it and lists this project's tasks."""
+    line = _error(capsys, ["--parity", "--task", "go3_flat"])
+    assert "'go3_flat': unknown task" in line and "go2_joystick_flat" in line
+
+
+def test_task_the_seed_lacks_is_named(capsys):
+    """A task of ours the seed has no APPO config for: the error says so and lists the seed's three."""
+    line = _error(capsys, ["--train", "--task", "hopper", "--env-steps", "1000"])
+    assert "hopper: the seed (UniLab 1.5.2) has no such APPO task" in line
+    assert "go2_joystick_flat, g1_walk_flat, g1_motion_tracking" in line
+
+
+def test_parity_of_a_task_built_as_mjlab_is_refused(capsys):
+    """g1_motion_tracking here is mjlab's: parity is refused, saying why and what it covers."""
+    line = _error(capsys, ["--parity", "--task", "g1_motion_tracking"])
+    assert "built as mjlab's" in line and "go2_joystick_flat, g1_walk_flat" in line
+
+
+def test_train_needs_a_budget_and_one_mode(capsys):
+    """--train without --env-steps, and neither mode, are refused."""
+    assert "--train needs --env-steps" in _error(capsys, ["--train", "--task", "g1_walk_flat"])
+    assert "one of the arguments --parity --train is required" in _error(capsys, ["--task", "g1_walk_flat"])
+
+
+def test_failed_seed_install_is_one_line(tmp_path, capsys):
+    """A seed venv that cannot be created: exit 1 and one line naming the venv and the failed step."""
+    blocked = tmp_path / "not_a_folder"
+    blocked.write_text("a file where the venv would go")
+    rc = vs_unilab.main(["--train", "--task", "g1_walk_flat", "--env-steps", "1000", "--venv", str(blocked),
+                         "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1
+    assert err[0].startswith(f"error: the seed's venv {blocked}: creating the seed's venv failed")
+
+
+def test_seed_rows_read_its_scalars_against_env_steps(tmp_path):
+    """The seed logs against collector env steps, Train/iteration as a value: rows keep both, with its
+    episode length, return, learning rate and std, and nothing it did not log."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path))
+    for it, steps in ((1, 49152), (2, 98304), (3, 160000)):
+        w.add_scalar("Train/iteration", float(it), steps)
+        w.add_scalar("Loss/learning_rate", 1e-3 / it, steps)
+        w.add_scalar("Policy/mean_std", 1.0 - 0.01 * it, steps)
+        if it > 1:  # the seed logs episode figures from the first completed episode on
+            w.add_scalar("Train/mean_reward", 0.5 * it, steps)
+            w.add_scalar("Train/mean_episode_length", 40.0 * it, steps)
+    w.close()
+    rows = vs_unilab.seed_rows(tmp_path)
+    assert [(r["iteration"], r["env_steps"]) for r in rows] == [(1, 49152), (2, 98304), (3, 160000)]
+    assert "return" not in rows[0] and rows[2]["return"] == pytest.approx(1.5)
+    assert rows[1]["episode_length"] == pytest.approx(80.0) and rows[2]["learning_rate"] == pytest.approx(1e-3 / 3)
+    assert rows[0]["policy_std"] == pytest.approx(0.99) and "tracking_error_xy" not in rows[2]
+    assert rows[0]["wall_s"] == pytest.approx(0.0, abs=1.0)
