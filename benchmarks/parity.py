@@ -34,7 +34,7 @@ class SyncState:
     qpos: np.ndarray        # [N, nq] root position, quaternion (w, x, y, z), joints in the task's order
     qvel: np.ndarray        # [N, nv] root linear velocity (world), angular velocity (root frame), joints
     command: np.ndarray     # [N, 3] vx, vy, yaw rate
-    clock: np.ndarray       # [N, k] the task's gait clock (the G1 walker's two phases in radians; the Go2's step count)
+    clock: np.ndarray       # [N, k] gait clock: the G1 walker's two phases in radians, the Go2's phase in [0, 1)
     last_action: np.ndarray  # [N, act_dim]
     kp: np.ndarray          # [N, act_dim] PD stiffness of every actuator
     kd: np.ndarray          # [N, act_dim]
@@ -183,28 +183,30 @@ class OurDriver:
             self.env.noise = False
         m = self.env.model
         joints = [m.joint(i).name.removesuffix("_joint") for i in range(1, m.njnt)]
+        self.joint_names = joints
         width = self.env.spec.obs_dim
         self.obs_names = column_names(module.OBS_SLICES, joints, width)
         extra = module.CRITIC_LINVEL
         self.critic_names = self.obs_names + [f"critic_linvel[{i}]" for i in range(extra.stop - extra.start)]
 
+    def state_terms(self) -> list[str]:
+        """The names of the reward terms a step reports."""
+        return list(self.env.evaluate()[0])
+
     def state(self) -> SyncState:
         e = self.env
-        clock = e.phase.copy() if self.task == "g1_walk_flat" else e.clock[:, None].astype(np.float64)
-        kp = e.kp if e.kp.ndim == 2 else np.repeat(e.kp[:, None], e.model.nu, axis=1)
-        kd = e.kd if e.kd.ndim == 2 else np.repeat(e.kd[:, None], e.model.nu, axis=1)
-        return SyncState(e.qpos.copy(), e.qvel.copy(), e.commands.copy(), clock, e.last_actions.copy(), kp.copy(),
-                         kd.copy())
+        clock = e.phase.copy() if self.task == "g1_walk_flat" else e.gait_clock[:, None].astype(np.float64)
+        return SyncState(e.qpos.copy(), e.qvel.copy(), e.commands.copy(), clock, e.last_actions.copy(), e.kp.copy(),
+                         e.kd.copy())
 
     def load(self, s: SyncState) -> None:
         e = self.env
         e.set_state(s.qpos, s.qvel)  # a fresh episode: its draws are overwritten below
+        e.set_gains(s.kp, s.kd)
         if self.task == "g1_walk_flat":
-            e.set_gains(s.kp, s.kd)
             e.phase[:] = s.clock
         else:
-            e.set_gains(s.kp[:, 0], s.kd[:, 0])
-            e.clock[:] = np.rint(s.clock[:, 0]).astype(np.int64)
+            e.gait_clock[:] = s.clock[:, 0]
         e.last_actions[:] = s.last_action
         e._prev_actions[:] = s.last_action  # the action-rate term's previous action (no public setter: parity only)
         e.set_commands(s.command)           # also recomputes the observations

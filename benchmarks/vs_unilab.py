@@ -15,11 +15,13 @@ default .venv-unilab), set up first if it is not.
           the full report to --out/parity.json.
 --train   per seed, one after the other: the seed's own `train --algo appo --task T --sim mujoco`,
           unmodified but for its seed, envs (--num-envs, default its own) and iterations (to --env-steps),
-          on the CPU with one thread per process; then `appo-train` with this project's preset on the
-          same task, seed and env-step budget.  Writes both curves against env steps (training episode
-          length and return from each trainer's TensorBoard scalars, which use the same tags; xy and yaw
-          tracking errors where the trainer logs them: the seed's does not) to --out/curves.csv,
-          curves.json and curves.png, and appo-eval's figures of our final policy to eval.json.
+          on the CPU with one thread per process, stopped (as Ctrl+C stops it) once the env steps its
+          collectors log reach --env-steps, since they run ahead of its learner; then `appo-train` with
+          this project's preset on the same task, seed and env-step budget.  Writes both curves against
+          env steps (training episode length and return from each trainer's TensorBoard scalars, which
+          use the same tags; xy and yaw tracking errors where the trainer logs them: the seed's does
+          not) to --out/curves.csv, curves.json and curves.png, and appo-eval's figures of the final
+          policies to eval.json (the seed's last checkpoint evaluated in our env, where parity holds).
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from benchmarks.unilab_driver import SEED_ENV
 from common.cli import at_least
 
 # The seed's APPO tasks (unilab/conf/appo/task/*): its registry name and its own envs per run.
@@ -43,7 +49,9 @@ SEED_TASKS = {
 }
 PARITY_TASKS = ("go2_joystick_flat", "g1_walk_flat")  # g1_motion_tracking here is mjlab's task, not the seed's
 SEED_STEPS_PER_ENV = 24  # unilab/conf/appo/config.yaml
-SEED_ENV = {"WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SEED_SAVE_INTERVAL = 5  # the seed's checkpoints, every this many of its iterations
+POLL_S = 5.0  # how often the seed's logged env steps are read
+STOP_GRACE_S = 300.0  # its cooperative shutdown's time before it is killed
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -102,6 +110,82 @@ def seed_ready(venv: Path) -> dict:
     return setup(venv.resolve())
 
 
+# ---------------------------------------------------------------- --parity
+
+
+def scripted_actions(joint_names: list[str], dt: float):
+    """A stepping sequence: the legs' pitch joints swing at 1.5 Hz, diagonal pairs (Go2) or sides (G1) in antiphase."""
+    amp, hz = 0.8, 1.5
+    pitch = ("thigh", "calf", "hip_pitch", "knee", "ankle_pitch")
+    phase = np.zeros(len(joint_names))
+    for j, name in enumerate(joint_names):
+        if name.startswith(("FR", "RL", "right")):
+            phase[j] = np.pi
+    mask = np.array([any(p in name for p in pitch) for name in joint_names], np.float64)
+
+    def act(k: int, n: int) -> np.ndarray:
+        return np.tile(amp * mask * np.sin(2 * np.pi * hz * k * dt + phase), (n, 1))
+
+    return act
+
+
+def policy_actions(path: Path, task: str):
+    """Deterministic actions of a run's or checkpoint's policy; refuses one of another task."""
+    import torch
+
+    from common.checkpoint_io import find_checkpoint, load_policy
+
+    policy = load_policy(find_checkpoint(str(path), task))
+    if policy.task != task:
+        raise RuntimeError(f"--policy {path} was trained on {policy.task}, not {task}")
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return policy.model.act_deterministic(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+
+    return act, policy.path
+
+
+def run_parity(args: argparse.Namespace) -> int:
+    from benchmarks.parity import SOLVER_NOISE, OurDriver, compare, format_report
+    from benchmarks.unilab_driver import SeedDriver
+
+    tolerance = SOLVER_NOISE if args.tolerance is None else args.tolerance
+    workdir = Path(seed_ready(args.venv)["workdir"])
+    ours = OurDriver(args.task, args.envs, seed=args.seed)
+    seed = SeedDriver(args.task, args.envs, args.venv.resolve(), workdir, (ours.obs_names, ours.critic_names))
+    try:
+        ours_terms = set(ours.state_terms())
+        if set(seed.term_names) != ours_terms:
+            raise RuntimeError(f"reward terms differ: only the seed's {sorted(set(seed.term_names) - ours_terms)}, "
+                               f"only ours {sorted(ours_terms - set(seed.term_names))}")
+        start = seed.state()  # the seed's own reset draw: root pose and twist, command, gait clock, gains
+        joints = ours.joint_names
+        if args.policy is not None:
+            policy, source = policy_actions(args.policy, args.task)
+
+            def actions(k, obs):
+                return policy(ours.env.observe()[0] if obs is None else obs)
+        else:
+            script, source = scripted_actions(joints, ours.env.dt), "scripted stepping (1.5 Hz pitch joints)"
+
+            def actions(k, obs):
+                return script(k, args.envs)
+        reports = compare(seed, ours, start, actions, args.steps)
+    finally:
+        seed.close()
+        ours.close()
+    print(f"parity  {args.task}: UniLab 1.5.2 (side a) against this project (side b), {args.envs} envs, "
+          f"{args.steps} control steps per mode, actions: {source}")
+    print(format_report(reports, tolerance))
+    args.out.mkdir(parents=True, exist_ok=True)
+    record = {"task": args.task, "envs": args.envs, "steps": args.steps, "actions": str(source),
+              "tolerance": tolerance, "modes": {m: vars(r) for m, r in reports.items()}}
+    (args.out / "parity.json").write_text(json.dumps(record, indent=2))
+    print(f"full report: {args.out}/parity.json")
+    return 0
+
+
 # ---------------------------------------------------------------- --train
 
 
@@ -122,33 +206,67 @@ def seed_rows(run: Path) -> list[dict]:
     return [by_step[s] for s in sorted(by_step)]
 
 
+def seed_env_steps(run: Path) -> int:
+    """The env steps the seed's run has logged so far (0 before its first iteration)."""
+    from tools.tb_scalars import read_scalars
+
+    try:
+        return max((step for _, step, _ in read_scalars(run).get("Train/iteration", [])), default=0)
+    except (OSError, ValueError):  # an event file being written may end mid-record
+        return 0
+
+
 def train_seed(args: argparse.Namespace, workdir: Path, seed: int) -> dict:
-    """The seed's own trainer on one seed; its run directory, curve and wall seconds."""
+    """The seed's own trainer on one seed, stopped as Ctrl+C stops it once its collectors pass the budget.
+
+    Its collectors run ahead of its learner (they count every env step they take, used or not), so its
+    iterations do not fix its env steps: it is given iterations enough for the budget at one batch each
+    and stopped when its logged env steps reach the budget."""
     spec = SEED_TASKS[args.task]
     num_envs = args.num_envs or spec["num_envs"]
     iterations = math.ceil(args.env_steps / (num_envs * SEED_STEPS_PER_ENV))
     cmd = [str(args.venv.resolve() / "bin" / "train"), "--algo", "appo", "--task", args.task, "--sim", "mujoco",
            f"algo.seed={seed}", f"algo.num_envs={num_envs}", f"algo.max_iterations={iterations}",
-           f"algo.save_interval={max(1, iterations // 4)}", "training.no_play=true", "training.device=cpu"]
+           f"algo.save_interval={SEED_SAVE_INTERVAL}", "training.no_play=true", "training.device=cpu"]
     runs = workdir / "logs" / "appo" / spec["registry"]
     before = set(runs.iterdir()) if runs.is_dir() else set()
     log = args.out / f"train_unilab_seed_{seed}.log"
     print(f"$ (cd {workdir} && {' '.join(['train', *cmd[1:]])})", flush=True)
     start = time.monotonic()
+    stopped = False
     with log.open("wb") as out:
-        rc = subprocess.run(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
-                            env={**os.environ, **SEED_ENV}).returncode
+        proc = subprocess.Popen(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **SEED_ENV}, start_new_session=True)
+        while proc.poll() is None:
+            time.sleep(POLL_S)
+            new = sorted(set(runs.iterdir()) - before) if runs.is_dir() else []
+            if not stopped and new and seed_env_steps(new[-1]) >= args.env_steps:
+                os.killpg(proc.pid, signal.SIGINT)  # its own cooperative shutdown, as a terminal's Ctrl+C
+                stopped = True
+                try:
+                    proc.wait(timeout=STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
     seconds = time.monotonic() - start
     new = sorted(set(runs.iterdir()) - before) if runs.is_dir() else []
-    if rc != 0 or not new:
-        raise RuntimeError(f"the seed's train exited {rc}{'' if new else ' without a run directory'}; see {log}")
+    if (proc.returncode != 0 and not stopped) or not new:
+        raise RuntimeError(f"the seed's train exited {proc.returncode}{'' if new else ' without a run directory'}; "
+                           f"see {log}")
     run = new[-1]
     rows = seed_rows(run)
     if not rows:
         raise RuntimeError(f"the seed's run {run} logged no training scalars; see {log}")
+    checkpoints = sorted(run.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    figures = {}
+    if checkpoints and args.task in PARITY_TASKS:  # the same task here: its policy runs in our env as it is
+        from benchmarks.unilab_policy import evaluate_seed
+
+        figures = {"eval": evaluate_seed(checkpoints[-1], args.task, args.episodes)}
     return {"learner": "unilab", "label": "UniLab APPO", "seed": seed, "num_envs": num_envs,
-            "steps_per_env": SEED_STEPS_PER_ENV, "iterations": iterations, "env_steps": rows[-1]["env_steps"],
-            "process_seconds": seconds, "dir": str(run), "rows": rows}
+            "steps_per_env": SEED_STEPS_PER_ENV, "iterations": rows[-1]["iteration"],
+            "env_steps": rows[-1]["env_steps"], "stopped_at_budget": stopped, "process_seconds": seconds,
+            "dir": str(run), "checkpoint": str(checkpoints[-1]) if checkpoints else None, "rows": rows, **figures}
 
 
 def train_ours(args: argparse.Namespace, seed: int) -> dict:
@@ -196,8 +314,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.train:
             return run_train(args)
-        from benchmarks.parity_run import run_parity
-
         return run_parity(args)
     except SetupError as exc:
         print(f"error: the seed's venv {args.venv}: {exc}", file=sys.stderr)

@@ -71,3 +71,32 @@ def test_seed_rows_read_its_scalars_against_env_steps(tmp_path):
     assert rows[1]["episode_length"] == pytest.approx(80.0) and rows[2]["learning_rate"] == pytest.approx(1e-3 / 3)
     assert rows[0]["policy_std"] == pytest.approx(0.99) and "tracking_error_xy" not in rows[2]
     assert rows[0]["wall_s"] == pytest.approx(0.0, abs=1.0)
+
+
+def test_seed_checkpoint_becomes_an_elu_mlp_policy_or_is_refused(tmp_path):
+    """A checkpoint in the seed's layout ({"actor": {"mlp.<i>.weight"...}}) acts as Linear-ELU-...-Linear, checked
+    against a hand-computed forward pass; one of other widths, or a file of another kind, is refused by name."""
+    import torch
+
+    from benchmarks.unilab_policy import SeedPolicyError, load_seed_actor
+
+    g = torch.Generator().manual_seed(0)
+    shapes = [(8, 5), (6, 8), (3, 6)]
+    actor = {"distribution.std_param": torch.ones(3)}
+    for i, (o, n) in zip((0, 2, 4), shapes, strict=True):
+        actor[f"mlp.{i}.weight"] = torch.randn(o, n, generator=g)
+        actor[f"mlp.{i}.bias"] = torch.randn(o, generator=g)
+    path = tmp_path / "model_5.pt"
+    torch.save({"actor": actor, "critic": {}}, path)
+    obs = torch.randn(4, 5, generator=g)
+    x = obs
+    for i in (0, 2, 4):
+        x = x @ actor[f"mlp.{i}.weight"].T + actor[f"mlp.{i}.bias"]
+        x = torch.where(x > 0, x, torch.exp(x) - 1) if i < 4 else x
+    torch.testing.assert_close(load_seed_actor(path, 5, 3).act_deterministic(obs), x)
+    with pytest.raises(SeedPolicyError, match="maps 5 observations to 3 actions; the env has 49 and 12"):
+        load_seed_actor(path, 49, 12)
+    junk = tmp_path / "junk.pt"
+    junk.write_text("not a checkpoint")
+    with pytest.raises(SeedPolicyError, match="not a seed APPO checkpoint"):
+        load_seed_actor(junk, 5, 3)

@@ -130,10 +130,11 @@ def test_model_collision_geoms_sensors_and_visual_geometry(model):
 
 
 def test_observation_gyro_and_projected_gravity_for_a_known_rotation():
-    """Gyro is the body-frame angular velocity; projected gravity is R^T (0, 0, -1) for the base rotation."""
+    """Gyro is the body-frame angular velocity; "projected gravity" is the seed's -R (0, 0, 1), the base's z axis
+    in the world negated (not R^T (0, 0, -1): the two differ in their horizontal part once the base is turned)."""
     e = make_env(TASK, 3, 1, seed=0)
-    quats = [quat([1, 0, 0], math.radians(30)),            # roll: gravity (0, -0.5, -0.866)
-             quat([0, 1, 0], math.radians(30)),            # pitch nose down: gravity (0.5, 0, -0.866)
+    quats = [quat([1, 0, 0], math.radians(30)),            # roll: body z in the world (0, -0.5, 0.866)
+             quat([0, 1, 0], math.radians(30)),            # pitch nose down: body z (0.5, 0, 0.866)
              quat([0.3, -0.5, 0.8], 1.1)]
     qpos, qvel = _state(3)
     qpos[:, 3:7] = quats
@@ -141,9 +142,9 @@ def test_observation_gyro_and_projected_gravity_for_a_known_rotation():
     e.set_state(qpos, qvel)
     obs, _ = e.observe()
     np.testing.assert_allclose(obs[:2, OBS_SLICES["projected_gravity"]],
-                               [[0, -0.5, -math.sqrt(3) / 2], [0.5, 0, -math.sqrt(3) / 2]], atol=OBS_ATOL)
-    np.testing.assert_allclose(obs[2, OBS_SLICES["projected_gravity"]], rot(quats[2]).T @ [0, 0, -1],
-                               atol=OBS_ATOL)
+                               [[0, 0.5, -math.sqrt(3) / 2], [-0.5, 0, -math.sqrt(3) / 2]], atol=OBS_ATOL)
+    np.testing.assert_allclose(obs[2, OBS_SLICES["projected_gravity"]], -rot(quats[2]) @ [0, 0, 1], atol=OBS_ATOL)
+    assert np.abs(obs[2, OBS_SLICES["projected_gravity"]] - rot(quats[2]).T @ [0, 0, -1]).max() > 0.1
     np.testing.assert_allclose(obs[:, OBS_SLICES["gyro"]], qvel[:, 3:6], atol=OBS_ATOL)
     e.close()
 
@@ -208,8 +209,9 @@ def test_critic_adds_body_frame_linear_velocity_for_known_root_velocity_and_yaw(
     e.close()
 
 
-def test_observation_after_a_step_describes_the_state_the_step_reached():
-    """Sensor parts of a step's observation equal those of the same state loaded afresh (no substep lag)."""
+def test_sensor_parts_of_a_step_lag_one_substep_as_the_seed_reads_them():
+    """After a step, joint positions and velocities are the step's end, while gyro, up vector and velocimeter are
+    the values mj_step left (computed one substep earlier), as the seed reads them; loaded afresh they are current."""
     a, b = make_env(TASK, 4, 2, seed=12), make_env(TASK, 4, 2, seed=13)
     a.reset()
     rng = np.random.default_rng(2)
@@ -217,10 +219,11 @@ def test_observation_after_a_step_describes_the_state_the_step_reached():
         res = a.step(rng.uniform(-1, 1, (4, 12)).astype(np.float32))
     b.set_state(a.qpos, a.qvel)
     obs_b, critic_b = b.observe()
-    state_parts = [OBS_SLICES[k] for k in ("gyro", "projected_gravity", "joint_pos", "joint_vel")]
-    for part in state_parts:
+    for part in (OBS_SLICES["joint_pos"], OBS_SLICES["joint_vel"]):
         np.testing.assert_array_equal(res.obs[:, part], obs_b[:, part])
-    np.testing.assert_array_equal(res.critic[:, CRITIC_LINVEL], critic_b[:, CRITIC_LINVEL])
+    for part in (OBS_SLICES["gyro"], OBS_SLICES["projected_gravity"]):
+        assert np.abs(res.obs[:, part] - obs_b[:, part]).max() > 1e-3  # one substep of a moving robot
+    assert np.abs(res.critic[:, CRITIC_LINVEL] - critic_b[:, CRITIC_LINVEL]).max() > 1e-3
     a.close(), b.close()
 
 
@@ -284,32 +287,34 @@ def test_feet_contact_and_swing_height_rewards_follow_the_gait_phase(env):
     qpos[:, 7:] = [0, *front, 0, *front, 0, *rear, 0, *rear]  # FL, FR, RL, RR
     env.set_state(qpos, qvel)
     assert 0.05 < h_rear < 0.2
-    # clock 0: every foot in stance (phases 0, .5, .5, 0);
-    # clock 17: FL and RR swing (0.68), FR and RL stand (0.18).
-    env.clock[:] = [0, 17, 17, 17]
+    # gait clock 0: every foot in stance (phases 0, .5, .5, 0);
+    # gait clock 0.68: FL and RR swing (0.68), FR and RL stand (0.18).
+    env.gait_clock[:] = np.float32([0, 0.68, 0.68, 0.68])
     terms, _ = env.evaluate()
     # Row 0: FL, FR touch in stance (match), RL, RR float in stance (miss); rows 1-3: FL touches in
     # swing (miss), FR touches in stance (match), RL floats in stance (miss), RR floats in swing (match).
     contact_match = np.array([2 / 4, 2 / 4, 2 / 4, 2 / 4])
     np.testing.assert_allclose(terms["feet_contact"], 0.24 * DT * contact_match, rtol=1e-12)
-    h_front = -0.0005
+    h_front = -0.0005 + go2_model.FOOT_RADIUS  # the sphere centres' heights (the seed's foot framepos)
+    h_rear += go2_model.FOOT_RADIUS
     swing = (math.exp(-(h_front - 0.1) ** 2 / 0.01) + math.exp(-(h_rear - 0.1) ** 2 / 0.01)) / 4
     np.testing.assert_allclose(terms["feet_swing_height"], 4.0 * DT * np.array([0, swing, swing, swing]),
                                rtol=1e-6)
-    env.clock[:] = 10  # FL, RR at 0.4 (stance), FR, RL at 0.9 (swing): FR touches, RR does not
+    env.gait_clock[:] = np.float32(0.4)  # FL, RR at 0.4 (stance), FR, RL at 0.9 (swing): FR touches, RR does not
     terms, _ = env.evaluate()
     np.testing.assert_allclose(terms["feet_contact"], 0.24 * DT * 0.5, rtol=1e-12)
     swing = (math.exp(-(h_front - 0.1) ** 2 / 0.01) + math.exp(-(h_rear - 0.1) ** 2 / 0.01)) / 4
     np.testing.assert_allclose(terms["feet_swing_height"], 4.0 * DT * swing, rtol=1e-6)
 
 
-def test_swing_reward_peaks_at_a_10cm_foot_clearance(env):
-    """A swinging foot whose lowest point is 0.1 m above the floor earns the full exp(0) = 1."""
+def test_swing_reward_peaks_with_the_foot_centre_10cm_up(env):
+    """A swinging foot whose sphere centre is 0.1 m above the floor earns the full exp(0) = 1 (the seed's
+    framepos of the foot geom, not its lowest point)."""
     leg = (0.8, -1.5)
-    qpos, qvel = _state(4, z=_foot_drop(*leg) + go2_model.FOOT_RADIUS + 0.1)
+    qpos, qvel = _state(4, z=_foot_drop(*leg) + 0.1)
     qpos[:, 7:] = np.tile([0.0, *leg], 4)
     env.set_state(qpos, qvel)
-    env.clock[:] = 17  # FL and RR swing
+    env.gait_clock[:] = np.float32(0.68)  # FL and RR swing
     terms, _ = env.evaluate()
     np.testing.assert_allclose(terms["feet_swing_height"], 4.0 * DT * 2 / 4, rtol=1e-6)
     np.testing.assert_allclose(terms["feet_contact"], 0.24 * DT * 2 / 4, rtol=1e-12)  # no foot touches
@@ -422,9 +427,10 @@ def test_reset_distribution_and_randomised_pd_gains():
         assert gains.std() == pytest.approx((hi - lo) / math.sqrt(12), rel=0.08)
     gain = e._sim.expand("actuator_gainprm").reshape(n, 12, -1)
     bias = e._sim.expand("actuator_biasprm").reshape(n, 12, -1)
-    np.testing.assert_array_equal(gain[:, :, 0], np.repeat(e.kp[:, None], 12, 1))
-    np.testing.assert_array_equal(bias[:, :, 1], np.repeat(-e.kp[:, None], 12, 1))
-    np.testing.assert_array_equal(bias[:, :, 2], np.repeat(-e.kd[:, None], 12, 1))
+    assert e.kp.shape == e.kd.shape == (n, 12) and np.all(e.kp.std(axis=1) > 0)  # one draw per actuator
+    np.testing.assert_array_equal(gain[:, :, 0], e.kp)
+    np.testing.assert_array_equal(bias[:, :, 1], -e.kp)
+    np.testing.assert_array_equal(bias[:, :, 2], -e.kd)
     e.close()
 
 
@@ -437,7 +443,8 @@ def test_each_env_runs_its_own_pd_gains_exactly(model):
     actions = rng.uniform(-1, 1, (10, 3, 12)).astype(np.float32)
     for a in actions:
         e.step(a)
-    assert len(set(e.kp)) == 3
+    assert len({tuple(k) for k in e.kp}) == 3 and all(len(set(k)) == 12 for k in e.kp)  # per env and actuator
+    obs, _ = e.observe()
     for i in range(3):
         m = go2_model.build_model()
         m.actuator_gainprm[:, 0] = e.kp[i]
@@ -450,6 +457,9 @@ def test_each_env_runs_its_own_pd_gains_exactly(model):
             mujoco.mj_step(m, d, nstep=2)
         np.testing.assert_array_equal(e.qpos[i], d.qpos)
         np.testing.assert_array_equal(e.qvel[i], d.qvel)
+        # the sensors are those mj_step left behind (the seed's reads), not recomputed at the new state
+        gyro = d.sensordata[m.sensor_adr[m.sensor("gyro").id]:][:3]
+        np.testing.assert_allclose(obs[i, OBS_SLICES["gyro"]], gyro, atol=OBS_ATOL)
     e.close()
 
 
@@ -484,3 +494,23 @@ def test_shapes_dtypes_and_determinism_match_the_task_spec():
     assert sum(x.sum() for x in a[4::4]) > 0  # a truncation reset happened
     for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_gait_clock_runs_on_across_episodes_in_the_seeds_float32_sums():
+    """The gait clock is the seed's: float32 fmod(clock + 0.04, 1) per control step (as its torch terms compute
+    it), the same in every env and not restarted when an episode ends; a whole-env reset restarts it."""
+    import torch
+
+    e = make_env(TASK, 3, 1, seed=4, max_episode_steps=7)
+    e.reset()
+    ref = torch.zeros(3, dtype=torch.float32)
+    for _ in range(40):
+        e.step(np.zeros((3, 12), np.float32))
+        ref = torch.fmod(ref + 2.0 * 0.02 * torch.ones(3, dtype=torch.bool), 1.0)
+    np.testing.assert_array_equal(e.gait_clock, ref.numpy())  # bit for bit, through 5 time-outs
+    assert np.all(e.clock == 40 % 7)  # the episode clock did restart
+    phase = e.gait_phase()
+    np.testing.assert_array_equal(phase, torch.remainder(ref[:, None] + torch.tensor([0, .5, .5, 0]), 1.0).numpy())
+    e.reset()
+    assert not e.gait_clock.any()
+    e.close()

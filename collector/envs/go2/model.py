@@ -15,8 +15,9 @@ Choices the facts leave open, and why:
   task gives every simulation its own kp/kd by expanding gainprm/biasprm per
   simulation (see task.py), so MuJoCo evaluates the exact per-env PD law at
   every substep.
-- implicitfast integration: it treats the PD damping (biasprm[2]) and the joint
-  damping implicitly, which keeps the 0.01 s step stable.
+- MuJoCo's default (semi-implicit Euler) integration, as the seed's own Go2 runs:
+  implicitfast, used here before, moved joint velocities by up to 0.36 rad/s in one
+  control step against the seed (benchmarks.vs_unilab --parity, BENCHMARKS.md).
 - Foot sites (FL, FR, RL, RR) sit at the foot spheres' centres; the frame
   sensors of the facts refer to them and to the IMU site.
 - Contact sensors report only `found` (matching contacts), which MuJoCo
@@ -67,8 +68,7 @@ def build_xml() -> str:
     return "\n".join([
         '<mujoco model="go2_flat">',
         '  <compiler angle="radian" autolimits="true"/>',
-        f'  <option timestep="{SIM_DT!r}" cone="{option["cone"]}" impratio="{option["impratio"]!r}"'
-        ' integrator="implicitfast"/>',
+        f'  <option timestep="{SIM_DT!r}" cone="{option["cone"]}" impratio="{option["impratio"]!r}"/>',
         ASSETS,
         "  <worldbody>",
         '    <light name="sun" pos="0 0 4" dir="0 0 -1" directional="true" diffuse="0.7 0.7 0.7"/>',

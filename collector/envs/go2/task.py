@@ -6,28 +6,33 @@ Decisions the spec leaves open:
 
 - PD gains per env, exactly: the actuators are PD servos (model.py) whose
   gainprm/biasprm are expanded per simulation (mjb_expand), so simulation i
-  runs kp_i, kd_i inside MuJoCo at every substep, damping treated implicitly
-  by implicitfast and torque clamped to the actuator forcerange.  Nothing of
+  runs kp_i, kd_i inside MuJoCo at every substep, torque clamped to the
+  actuator forcerange.  Nothing of
   the PD law is frozen over the two substeps, which the affine-bias trick
-  (nominal gains in the model, the deviation held in ctrl) would do.  One kp
-  and one kd per env, shared by its 12 joints, drawn at every reset.
-- Sensors are current: every step ends with mjSTAGE_VEL at the new state, so
-  sensordata (gyro, velocimeter, foot positions, contact `found`) describes the
-  state the observation and reward are about, not the one a substep earlier.
+  (nominal gains in the model, the deviation held in ctrl) would do.  A kp
+  and a kd per actuator of every env, each drawn on its own at every reset,
+  as the seed's pd_gains event draws them (found by benchmarks.vs_unilab --parity).
+- Sensors as MuJoCo's step leaves them, as the seed reads them: sensordata
+  (gyro, velocimeter, up vector, foot positions, contact `found`) was computed
+  at the start of the last physics substep, one substep (0.01 s) before the
+  joint positions and velocities the observation also holds.  After a reset
+  they are current.
 - Frames: tracking, lin_vel_z and ang_vel_xy all use body-frame velocities at
   the IMU site (velocimeter and gyro); base height is the base origin's z.
-- Gait phase: per foot (FL, FR, RL, RR) phi = frac(2 Hz * t + offset), t the
-  episode time after the step, offsets (0, 0.5, 0.5, 0); the observation holds
-  phi itself in [0, 1).  A foot should be in stance when phi < 0.6.  It is
-  computed from integer step counts (25 steps per cycle), so the stance/swing
-  switch falls exactly on step boundaries.
+- Gait phase, as the seed's gait terms keep it: one float32 clock per env,
+  advanced by float32(2 Hz x 0.02 s) and wrapped by fmod at every control step
+  since the env was made or last reset as a whole, never by an episode (so every
+  env has the same phase); per foot (FL, FR, RL, RR) phi = (clock + offset) mod 1 in float32,
+  offsets (0, 0.5, 0.5, 0); the observation holds phi itself in [0, 1).  A foot
+  should be in stance when phi < 0.6.  The float32 sums are the seed's, so a
+  stance/swing switch falls on the same step as there.
 - Feet contact: a foot is in contact when its contact sensor finds a contact
   between the foot sphere and the floor (within the geom margin, 1 mm).
 - Per-foot terms are means over the four feet: feet_contact is
   0.24 * dt * mean_i[contact_i == stance_i]; feet_swing_height is
   4.0 * dt * mean_i[swing_i * exp(-(h_i - 0.1)^2 / 0.01)], where stance feet
-  contribute 0 and h_i is the lowest point of foot i above the floor (foot
-  site z minus the sphere radius).
+  contribute 0 and h_i is the height of foot i's sphere centre (the seed's
+  framepos of the foot geom; not its lowest point, which is 0.022 m lower).
 - Actions are clipped to +-100 before use (and in the observation and the
   action-rate cost), legged_gym's bound: it keeps a runaway Gaussian policy's
   targets finite without binding ordinary actions; the actuator forcerange
@@ -43,9 +48,9 @@ import math
 import mujoco
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_VEL
+from collector.envs._mjbatch import STAGE_NONE, STAGE_VEL
 from collector.envs.batched import BatchedEnv
-from collector.envs.go2.model import FEET, FOOT_RADIUS, build_model
+from collector.envs.go2.model import FEET, build_model
 
 ACTION_SCALE = 0.25
 ACTION_CLIP = 100.0
@@ -53,8 +58,8 @@ COMMAND_LOW = np.array([-0.6, -0.4, -0.8])
 COMMAND_HIGH = np.array([1.0, 0.4, 0.8])
 COMMAND_PERIOD_S = 20.0
 GAIT_HZ = 2.0
-GAIT_OFFSETS = np.array([0.0, 0.5, 0.5, 0.0])  # FL, FR, RL, RR: a trot
-STANCE_FRACTION = 0.6
+GAIT_OFFSETS = np.array([0.0, 0.5, 0.5, 0.0], np.float32)  # FL, FR, RL, RR: a trot
+STANCE_FRACTION = np.float32(0.6)
 KP_RANGE = (31.5, 38.5)
 KD_RANGE = (0.45, 0.55)
 RESET_XY = 0.5
@@ -94,13 +99,13 @@ class Go2JoystickFlat(BatchedEnv):
 
     Public state besides BatchedEnv's: `commands` [N, 3] (vx, vy, yaw rate),
     `last_actions` [N, 12] (clipped), `kp`, `kd` [N] (this episode's PD gains),
-    `clock` [N] (control steps since the episode began; drives the gait phase
-    and the command resampling).
+    `clock` [N] (control steps since the episode began; drives the command
+    resampling), `gait_clock` [N] float32 (FL's gait phase in [0, 1)).
     """
 
     task = "go2_joystick_flat"
     frame_skip = 2
-    step_stage = STAGE_VEL
+    step_stage = STAGE_NONE  # sensors as mj_step leaves them (the seed's reads)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -110,13 +115,12 @@ class Go2JoystickFlat(BatchedEnv):
         self.commands = np.zeros((n, 3))
         self.last_actions = np.zeros((n, m.nu))
         self._prev_actions = np.zeros((n, m.nu))
-        self.kp = np.zeros(n)
-        self.kd = np.zeros(n)
+        self.kp = np.zeros((n, 12))
+        self.kd = np.zeros((n, 12))
         self.clock = np.zeros(n, np.int64)
-        self._cycle_steps = _whole_steps(1.0 / (GAIT_HZ * self.dt), "gait cycle")
+        self.gait_clock = np.zeros(n, np.float32)
+        self._gait_step = np.float32(GAIT_HZ * self.dt)
         self._command_steps = _whole_steps(COMMAND_PERIOD_S / self.dt, "command period")
-        self._offset_steps = GAIT_OFFSETS * self._cycle_steps  # halves: exact in float64
-        self._stance_steps = STANCE_FRACTION * self._cycle_steps
         self._gain = self._sim.expand("actuator_gainprm").reshape(n, m.nu, -1)
         self._bias = self._sim.expand("actuator_biasprm").reshape(n, m.nu, -1)
         self._sensordata = self._sim.output("sensordata")
@@ -141,12 +145,12 @@ class Go2JoystickFlat(BatchedEnv):
         self._fill_critic(r.critic, slice(None))
 
     def set_gains(self, kp: np.ndarray, kd: np.ndarray) -> None:
-        """This episode's PD gains of every env ([N] each, shared by an env's 12 joints) until its next reset."""
+        """This episode's PD gains of every env ([N, 12] each, one per actuator) until its next reset."""
         self._check_open()
         self.kp[:], self.kd[:] = kp, kd
-        self._gain[:, :, 0] = self.kp[:, None]
-        self._bias[:, :, 1] = -self.kp[:, None]
-        self._bias[:, :, 2] = -self.kd[:, None]
+        self._gain[:, :, 0] = self.kp
+        self._bias[:, :, 1] = -self.kp
+        self._bias[:, :, 2] = -self.kd
 
     def velocity_tracking(self) -> tuple[np.ndarray, np.ndarray]:
         """(commanded, measured) [N, 3] body-frame (vx, vy, yaw rate) of the current state, for appo-eval."""
@@ -165,8 +169,8 @@ class Go2JoystickFlat(BatchedEnv):
         return {k: v.copy() for k, v in self._probe_terms.items()}, self._probe_terminated.copy()
 
     def gait_phase(self, rows=slice(None)) -> np.ndarray:
-        """[n, 4] phase in [0, 1) of feet FL, FR, RL, RR at the current clock of `rows`."""
-        return self._phase_steps(rows) / self._cycle_steps
+        """[n, 4] float32 phase in [0, 1) of feet FL, FR, RL, RR at the current gait clock of `rows`."""
+        return np.remainder(self.gait_clock[rows, None] + GAIT_OFFSETS, np.float32(1.0))
 
     # ------------------------------------------------------------- task hooks
 
@@ -188,15 +192,17 @@ class Go2JoystickFlat(BatchedEnv):
     def _after_reset(self, ids):
         rows = slice(None) if ids is None else ids
         n = self.num_envs if ids is None else len(ids)
-        self.kp[rows] = self.rng.uniform(*KP_RANGE, n)
-        self.kd[rows] = self.rng.uniform(*KD_RANGE, n)
-        self._gain[rows, :, 0] = self.kp[rows, None]
-        self._bias[rows, :, 1] = -self.kp[rows, None]
-        self._bias[rows, :, 2] = -self.kd[rows, None]
+        self.kp[rows] = self.rng.uniform(*KP_RANGE, (n, 12))
+        self.kd[rows] = self.rng.uniform(*KD_RANGE, (n, 12))
+        self._gain[rows, :, 0] = self.kp[rows]
+        self._bias[rows, :, 1] = -self.kp[rows]
+        self._bias[rows, :, 2] = -self.kd[rows]
         self.commands[rows] = self.rng.uniform(COMMAND_LOW, COMMAND_HIGH, (n, 3))
         self.last_actions[rows] = 0.0
         self._prev_actions[rows] = 0.0
         self.clock[rows] = 0
+        if ids is None:  # a reset of every env starts the gait clock as a new env (an episode's reset does not)
+            self.gait_clock[:] = 0.0
         self._sim.forward(STAGE_VEL, ids)  # sensors of the state just written
 
     def _apply_actions(self, actions):
@@ -207,6 +213,7 @@ class Go2JoystickFlat(BatchedEnv):
 
     def _after_physics(self):
         self.clock += 1
+        np.fmod(self.gait_clock + self._gait_step, np.float32(1.0), out=self.gait_clock)
         due = self.clock % self._command_steps == 0
         if due.any():
             self.commands[due] = self.rng.uniform(COMMAND_LOW, COMMAND_HIGH, (int(due.sum()), 3))
@@ -214,7 +221,7 @@ class Go2JoystickFlat(BatchedEnv):
     def _fill_obs(self, out, rows):
         sd, c = self._sensordata[rows], self._cols
         out[rows, OBS_SLICES["gyro"]] = sd[:, c["gyro"]]
-        out[rows, OBS_SLICES["projected_gravity"]] = -sd[:, c["world_z"]]
+        out[rows, OBS_SLICES["projected_gravity"]] = -sd[:, c["upvector"]]  # the seed's: -(body z in the world)
         out[rows, OBS_SLICES["joint_pos"]] = self.qpos[rows, 7:] - self.default_joint_pos
         out[rows, OBS_SLICES["joint_vel"]] = self.qvel[rows, 6:]
         out[rows, OBS_SLICES["last_action"]] = self.last_actions[rows]
@@ -244,17 +251,12 @@ class Go2JoystickFlat(BatchedEnv):
 
     # --------------------------------------------------------------- helpers
 
-    def _phase_steps(self, rows) -> np.ndarray:
-        """Phase of each foot in control steps, [0, cycle): exact, so stance tests are exact."""
-        return (self.clock[rows, None] % self._cycle_steps + self._offset_steps) % self._cycle_steps
-
     def _feet_terms(self, terms) -> None:
         sd, c = self._sensordata, self._cols
-        stance = self._phase_steps(slice(None)) < self._stance_steps
+        stance = self.gait_phase() < STANCE_FRACTION
         contact = sd[:, c["foot_contact"]] > 0
         np.mean(contact == stance, axis=1, out=terms["feet_contact"])
-        clearance = sd[:, c["foot_z"]] - FOOT_RADIUS
-        height = np.exp(-(clearance - SWING_HEIGHT_TARGET) ** 2 / SWING_HEIGHT_SIGMA)
+        height = np.exp(-(sd[:, c["foot_z"]] - SWING_HEIGHT_TARGET) ** 2 / SWING_HEIGHT_SIGMA)
         height[stance] = 0.0
         np.mean(height, axis=1, out=terms["feet_swing_height"])
 
