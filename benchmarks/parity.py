@@ -4,8 +4,9 @@ Each side is a driver (`ParityDriver`): it loads a synchronised state (root and 
 clock, last action, PD gains), steps with given actions and returns its observations, reward terms and
 ends.  `compare()` runs both side by side in two modes:
 
-- resync: before every step the second side is put in the first side's state, so each step's
-  differences are that step's alone;
+- resync: before every step the second side is put in the first side's state as it reports it, so
+  each step's differences are that step's alone (and the first side's rounding of its report: see
+  Float32State);
 - free: both start from the same state and run on with the same actions, so differences compound and
   the pelvis trajectories drift apart.
 
@@ -137,17 +138,48 @@ def differences(report: ModeReport, tolerance: float = SOLVER_NOISE) -> list[tup
     return sorted(found, key=lambda kv: -kv[1])
 
 
-def format_report(reports: dict[str, ModeReport], tolerance: float = SOLVER_NOISE, top: int = 30) -> str:
-    """The report as text: per mode the differences above `tolerance`, the termination mismatches, the drift."""
+def _largest(report: ModeReport, name: str) -> float:
+    kind, column = name.split(":", 1)
+    return {"obs": report.obs, "critic": report.critic, "term": report.terms}[kind].get(column, 0.0)
+
+
+def format_report(reports: dict[str, ModeReport], tolerance: float = SOLVER_NOISE, top: int = 30,
+                  floor: dict[str, ModeReport] | None = None) -> str:
+    """The report as text: per mode the differences above `tolerance`, the termination mismatches, the drift;
+    with `floor` (the same run of two copies of one side, see Float32State), each difference's noise floor too."""
     lines = []
     for mode, r in reports.items():
         found = differences(r, tolerance)
         lines.append(f"{mode}: {r.steps} steps, {len(found)} columns/terms above {tolerance:g}, termination flags "
-                     f"differ {r.termination_mismatches} times, pelvis xy drift {r.drift_xy:.4g} m")
-        lines += [f"  {name:<40} {value:.4g}" for name, value in found[:top]]
+                     f"differ {r.termination_mismatches} times, pelvis xy drift {r.drift_xy:.4g} m"
+                     + (f" (noise floor: {floor[mode].drift_xy:.4g} m)" if floor else ""))
+        lines += [f"  {name:<40} {value:.4g}" + (f"   noise floor {_largest(floor[mode], name):.4g}" if floor else "")
+                  for name, value in found[:top]]
         if len(found) > top:
             lines.append(f"  ... {len(found) - top} more")
     return "\n".join(lines)
+
+
+class Float32State:
+    """A driver whose reported state is rounded to float32, the precision the seed's env reports its own in.
+
+    Run against a second copy of the same driver, it measures the noise floor of a comparison: how far two
+    identical implementations drift apart from states that differ only by that rounding (contacts and
+    joint friction make some steps sensitive to it)."""
+
+    def __init__(self, driver: ParityDriver):
+        self.driver = driver
+        self.obs_names, self.critic_names = driver.obs_names, driver.critic_names
+
+    def state(self) -> SyncState:
+        s = self.driver.state()
+        return SyncState(*(np.asarray(v, np.float32).astype(np.float64) for v in vars(s).values()))
+
+    def load(self, state: SyncState) -> None:
+        self.driver.load(state)
+
+    def step(self, actions: np.ndarray) -> StepOut:
+        return self.driver.step(actions)
 
 
 # ---------------------------------------------------------------- this project's side

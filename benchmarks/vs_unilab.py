@@ -11,8 +11,10 @@ default .venv-unilab), set up first if it is not.
           the same actions (--policy's deterministic actions where a run or checkpoint of ours is given,
           else a scripted stepping sequence) for --steps control steps: once re-synchronised every step,
           once running free (benchmarks/parity.py).  Prints the largest difference of every observation
-          column and reward term above --tolerance, termination mismatches and the pelvis drift; writes
-          the full report to --out/parity.json.
+          column and reward term above --tolerance, termination mismatches and the pelvis drift, each
+          beside its noise floor (the same run of two copies of our env, one reporting its state at the
+          float32 precision the seed's env reports its own in); writes the full report to
+          --out/parity.json.
 --train   per seed, one after the other: the seed's own `train --algo appo --task T --sim mujoco`,
           unmodified but for its seed, envs (--num-envs, default its own) and iterations (to --env-steps),
           on the CPU with one thread per process, stopped (as Ctrl+C stops it) once the env steps its
@@ -147,7 +149,7 @@ def policy_actions(path: Path, task: str):
 
 
 def run_parity(args: argparse.Namespace) -> int:
-    from benchmarks.parity import SOLVER_NOISE, OurDriver, compare, format_report
+    from benchmarks.parity import SOLVER_NOISE, Float32State, OurDriver, compare, format_report
     from benchmarks.unilab_driver import SeedDriver
 
     tolerance = SOLVER_NOISE if args.tolerance is None else args.tolerance
@@ -172,15 +174,21 @@ def run_parity(args: argparse.Namespace) -> int:
             def actions(k, obs):
                 return script(k, args.envs)
         reports = compare(seed, ours, start, actions, args.steps)
+        twin = OurDriver(args.task, args.envs, seed=args.seed)  # the noise floor: ours against ours at float32
+        try:
+            floor = compare(Float32State(ours), twin, start, actions, args.steps)
+        finally:
+            twin.close()
     finally:
         seed.close()
         ours.close()
     print(f"parity  {args.task}: UniLab 1.5.2 (side a) against this project (side b), {args.envs} envs, "
           f"{args.steps} control steps per mode, actions: {source}")
-    print(format_report(reports, tolerance))
+    print(format_report(reports, tolerance, floor=floor))
     args.out.mkdir(parents=True, exist_ok=True)
     record = {"task": args.task, "envs": args.envs, "steps": args.steps, "actions": str(source),
-              "tolerance": tolerance, "modes": {m: vars(r) for m, r in reports.items()}}
+              "tolerance": tolerance, "modes": {m: vars(r) for m, r in reports.items()},
+              "noise_floor": {m: vars(r) for m, r in floor.items()}}
     (args.out / "parity.json").write_text(json.dumps(record, indent=2))
     print(f"full report: {args.out}/parity.json")
     return 0

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from collector.envs import make_env
-from collector.envs.g1.walk import G1WalkFlat
+from collector.envs.g1.walk import ACTION_SCALE, DECIMATION, G1WalkFlat
 from common.task_spec import task_spec
 
 DT = 0.02
@@ -39,11 +39,19 @@ def _swing_height(phase: np.ndarray) -> np.ndarray:
     return out
 
 
-def _mujoco_reading(env, i: int) -> dict[str, np.ndarray]:
-    """Env i's pelvis IMU velocity, torso gyro and up-vector and foot-site heights, from a fresh MjData."""
-    m = env.model
+def _mujoco_reading(env, i: int, qpos=None, qvel=None, action=None) -> dict[str, np.ndarray]:
+    """Env i's pelvis IMU velocity, torso gyro and up-vector and foot-site heights, from a fresh MjData: at its
+    current state, or where a step from (qpos, qvel) with `action` stood when its last substep began (the
+    sensors mj_step leaves behind, which the seed and the task read)."""
+    m = copy.deepcopy(env.model)
     d = mujoco.MjData(m)
-    d.qpos[:], d.qvel[:] = env.qpos[i], env.qvel[i]
+    if action is None:
+        d.qpos[:], d.qvel[:] = env.qpos[i], env.qvel[i]
+    else:
+        m.actuator_gainprm[:, 0], m.actuator_biasprm[:, 1], m.actuator_biasprm[:, 2] = env.kp[i], -env.kp[i], -env.kd[i]
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        d.ctrl[:] = env.default_joint_pos + ACTION_SCALE * action
+        mujoco.mj_step(m, d, nstep=DECIMATION - 1)
     mujoco.mj_forward(m, d)
     vel = np.zeros(6)
     mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_SITE, m.site("imu_in_pelvis").id, vel, 1)
@@ -62,17 +70,19 @@ def test_spec_matches_the_seed():
 
 
 def test_every_reward_term_recomputed_from_the_simulation(env):
-    """Each of the 9 terms equals weight x dt x its formula evaluated on MuJoCo's state after the step."""
+    """Each of the 9 terms equals weight x dt x its formula on MuJoCo's state: sensors (pelvis velocity, torso gyro
+    and up vector, foot sites) where the step's last substep began, joint positions where the step ended."""
     env.noise = False
     rng = np.random.default_rng(0)
     prev = np.zeros((8, 29))
     checked = 0
     for _ in range(12):
         a = rng.normal(0.0, 0.5, (8, 29))
+        before = env.qpos.copy(), env.qvel.copy()
         res = env.step(a)
         live = ~(res.terminated | res.truncated)
         for i in np.flatnonzero(live):
-            s = _mujoco_reading(env, i)
+            s = _mujoco_reading(env, i, before[0][i], before[1][i], a[i])
             cmd, q = env.commands[i], env.qpos[i]
             expected = {
                 "tracking_lin_vel": math.exp(-np.sum((cmd[:2] - s["v"][:2]) ** 2) / 0.25),
@@ -95,12 +105,14 @@ def test_every_reward_term_recomputed_from_the_simulation(env):
 
 
 def test_observation_layout_and_critic(env):
-    """Actor: gyro, minus up-vector, joints relative to stand, velocities, action, command, phase; critic + IMU v."""
+    """Actor: gyro, minus up-vector (both as the step's last substep began), joints relative to stand and their
+    velocities (where the step ended), action, command, phase; critic + IMU v (as the last substep began)."""
     env.noise = False
     a = np.random.default_rng(1).normal(0.0, 0.3, (8, 29))
+    before = env.qpos.copy(), env.qvel.copy()
     res = env.step(a)
     for i in np.flatnonzero(~(res.terminated | res.truncated)):
-        s = _mujoco_reading(env, i)
+        s = _mujoco_reading(env, i, before[0][i], before[1][i], a[i])
         expected = np.concatenate([s["w"], -s["up"], env.qpos[i, 7:] - env.default_joint_pos, env.qvel[i, 6:], a[i],
                                    env.commands[i], env.phase[i]])
         np.testing.assert_allclose(res.obs[i], expected, rtol=1e-5, atol=1e-5)

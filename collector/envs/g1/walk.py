@@ -26,6 +26,10 @@ MjModel in a native batch; everything per step is whole-array NumPy.
   U(-0.5, 0.5), yaw ~ U(-pi, pi); root linear and angular velocity each
   component ~ U(-0.5, 0.5) in the world frame (the angular part rotated into the
   pelvis frame for qvel).
+- Sensors (gyro, up-vector, pelvis IMU velocity, foot sites) as MuJoCo's step
+  leaves them: computed as the step's last substep began, one substep (1/150 s)
+  before the joint positions and velocities, as the seed reads them (found by
+  benchmarks.vs_unilab --parity); after a reset they are current.
 - Terminations: torso tilt (angle of the up-vector from world z) > 25 deg,
   pelvis height < 0.55 m, or a non-finite state; the 20 s limit is a
   truncation, bootstrapped by the learner.
@@ -46,7 +50,7 @@ import math
 import mujoco
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_VEL
+from collector.envs._mjbatch import STAGE_NONE, STAGE_VEL
 from collector.envs.batched import BatchedEnv
 from collector.envs.g1.base import noise_bounds, rotate_inv, sensor_slice
 from collector.envs.g1.walk_model import STAND, build_model
@@ -105,7 +109,7 @@ class G1WalkFlat(BatchedEnv):
 
     task = "g1_walk_flat"
     frame_skip = DECIMATION
-    step_stage = STAGE_VEL
+    step_stage = STAGE_NONE  # sensors as mj_step leaves them (one substep old): the seed reads them so
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
