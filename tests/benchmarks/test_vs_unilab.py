@@ -100,3 +100,19 @@ def test_seed_checkpoint_becomes_an_elu_mlp_policy_or_is_refused(tmp_path):
     junk.write_text("not a checkpoint")
     with pytest.raises(SeedPolicyError, match="not a seed APPO checkpoint"):
         load_seed_actor(junk, 5, 3)
+
+
+def test_scripted_stepping_swings_pitch_joints_in_antiphase():
+    """The scripted sequence moves only the legs' pitch joints, the two sides (G1) or diagonal pairs (Go2) half a
+    cycle apart, and repeats every 1/1.5 s."""
+    import numpy as np
+
+    g1 = ["left_hip_pitch", "left_hip_roll", "left_knee", "right_hip_pitch", "right_knee", "waist_yaw"]
+    act = vs_unilab.scripted_actions(g1, 0.02)
+    a = np.stack([act(k, 2)[0] for k in range(100)])
+    assert not a[:, [1, 5]].any() and np.abs(a[:, [0, 2, 3, 4]]).max() > 0.5
+    np.testing.assert_allclose(a[:, 0], -a[:, 3], atol=1e-12)  # left against right
+    np.testing.assert_allclose(act(7, 3), act(7 + 100, 3), atol=1e-9)  # 100 steps of 0.02 s: 3 cycles of 1.5 Hz
+    go2 = ["FL_thigh", "FR_thigh", "RL_thigh", "RR_thigh"]
+    b = vs_unilab.scripted_actions(go2, 0.02)(5, 1)[0]
+    np.testing.assert_allclose(b[[0, 3]], -b[[1, 2]], atol=1e-12)  # a trot: FL+RR against FR+RL
