@@ -6,7 +6,7 @@ ends.  `compare()` runs both side by side in two modes:
 
 - resync: before every step the second side is put in the first side's state as it reports it, so
   each step's differences are that step's alone (and the first side's rounding of its report: see
-  Float32State);
+  Nudged);
 - free: both start from the same state and run on with the same actions, so differences compound and
   the pelvis trajectories drift apart.
 
@@ -146,7 +146,7 @@ def _largest(report: ModeReport, name: str) -> float:
 def format_report(reports: dict[str, ModeReport], tolerance: float = SOLVER_NOISE, top: int = 30,
                   floor: dict[str, ModeReport] | None = None) -> str:
     """The report as text: per mode the differences above `tolerance`, the termination mismatches, the drift;
-    with `floor` (the same run of two copies of one side, see Float32State), each difference's noise floor too."""
+    with `floor` (the same run of two copies of one side, see Nudged), each difference's noise floor too."""
     lines = []
     for mode, r in reports.items():
         found = differences(r, tolerance)
@@ -160,23 +160,31 @@ def format_report(reports: dict[str, ModeReport], tolerance: float = SOLVER_NOIS
     return "\n".join(lines)
 
 
-class Float32State:
-    """A driver whose reported state is rounded to float32, the precision the seed's env reports its own in.
+class Nudged:
+    """A driver every loaded state of which is nudged by float32 rounding noise: each qpos and qvel value times
+    (1 + u), u uniform in +-2^-24 (half a float32 step), drawn from a fixed seed.
 
-    Run against a second copy of the same driver, it measures the noise floor of a comparison: how far two
-    identical implementations drift apart from states that differ only by that rounding (contacts and
-    joint friction make some steps sensitive to it)."""
+    Run against a second copy of the same driver, it measures the noise floor of a comparison with a side
+    that reports its state in float32 (the seed's env): re-synchronised, how far one step carries a rounding
+    of the state (contacts and joint friction make some steps sensitive to it); running free, how far the
+    two trajectories part from starts that differ by that rounding alone (a closed-loop policy amplifies it)."""
 
-    def __init__(self, driver: ParityDriver):
+    def __init__(self, driver: ParityDriver, seed: int = 0):
         self.driver = driver
         self.obs_names, self.critic_names = driver.obs_names, driver.critic_names
+        self._rng = np.random.default_rng(seed)
+
+    def _nudge(self, x: np.ndarray) -> np.ndarray:
+        return x * (1.0 + self._rng.uniform(-2.0 ** -24, 2.0 ** -24, x.shape))
 
     def state(self) -> SyncState:
-        s = self.driver.state()
-        return SyncState(*(np.asarray(v, np.float32).astype(np.float64) for v in vars(s).values()))
+        return self.driver.state()
 
     def load(self, state: SyncState) -> None:
-        self.driver.load(state)
+        qpos = self._nudge(state.qpos)
+        qpos[:, 3:7] /= np.linalg.norm(qpos[:, 3:7], axis=1, keepdims=True)  # the root quaternion stays a unit one
+        self.driver.load(SyncState(qpos, self._nudge(state.qvel), state.command, state.clock, state.last_action,
+                                   state.kp, state.kd))
 
     def step(self, actions: np.ndarray) -> StepOut:
         return self.driver.step(actions)

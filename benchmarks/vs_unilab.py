@@ -12,8 +12,8 @@ default .venv-unilab), set up first if it is not.
           else a scripted stepping sequence) for --steps control steps: once re-synchronised every step,
           once running free (benchmarks/parity.py).  Prints the largest difference of every observation
           column and reward term above --tolerance, termination mismatches and the pelvis drift, each
-          beside its noise floor (the same run of two copies of our env, one reporting its state at the
-          float32 precision the seed's env reports its own in); writes the full report to
+          beside its noise floor (the same run of two copies of our env, the second's every loaded state
+          nudged by half a float32 step, the precision the seed's env reports its own in); writes the full report to
           --out/parity.json.
 --train   per seed, one after the other: the seed's own `train --algo appo --task T --sim mujoco`,
           unmodified but for its seed, envs (--num-envs, default its own) and iterations (to --env-steps),
@@ -149,7 +149,7 @@ def policy_actions(path: Path, task: str):
 
 
 def run_parity(args: argparse.Namespace) -> int:
-    from benchmarks.parity import SOLVER_NOISE, Float32State, OurDriver, compare, format_report
+    from benchmarks.parity import SOLVER_NOISE, Nudged, OurDriver, compare, format_report
     from benchmarks.unilab_driver import SeedDriver
 
     tolerance = SOLVER_NOISE if args.tolerance is None else args.tolerance
@@ -174,9 +174,9 @@ def run_parity(args: argparse.Namespace) -> int:
             def actions(k, obs):
                 return script(k, args.envs)
         reports = compare(seed, ours, start, actions, args.steps)
-        twin = OurDriver(args.task, args.envs, seed=args.seed)  # the noise floor: ours against ours at float32
+        twin = OurDriver(args.task, args.envs, seed=args.seed)  # the noise floor: ours against ours, float32-nudged
         try:
-            floor = compare(Float32State(ours), twin, start, actions, args.steps)
+            floor = compare(ours, Nudged(twin), start, actions, args.steps)
         finally:
             twin.close()
     finally:
