@@ -57,6 +57,16 @@ class StepResult:
         )
 
 
+def any_of(conditions: dict[str, np.ndarray], out: np.ndarray) -> None:
+    """out = the logical or of the named termination conditions."""
+    np.logical_or.reduce(tuple(conditions.values()), axis=0, out=out)
+
+
+def non_finite(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """[N] bool: rows whose state holds a NaN or infinity (never true of a healthy simulation)."""
+    return ~(np.isfinite(qpos).all(axis=1) & np.isfinite(qvel).all(axis=1))
+
+
 class BatchedEnv(ABC):
     """Base of the tasks: a Gymnasium v5 MuJoCo environment, N at a time.
 
@@ -79,6 +89,8 @@ class BatchedEnv(ABC):
     # A task that reads sensors at every physics substep defines `_after_substep(self, k)`: each
     # substep is then its own native call, followed by the hook (on the thread that steps).
     _after_substep = None
+    # Called with the ids of the envs whose episode just ended, before they are reset (a viewer reads why).
+    on_episode_end = None
 
     def __init__(self, num_envs: int, num_threads: int, seed: int,
                  max_episode_steps: int | None = None, stepper: ThreadPoolExecutor | None = None):
@@ -155,6 +167,10 @@ class BatchedEnv(ABC):
         self._check_open()
         self._load_rows(None, qpos, qvel)
 
+    def termination_conditions(self) -> dict[str, np.ndarray]:
+        """Each named reason an episode ends on, [N] bool, of the current state; {} where the task names none."""
+        return {}
+
     def observe(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of the current (obs, critic) of every env."""
         return self._result.obs.copy(), self._result.critic.copy()
@@ -228,7 +244,10 @@ class BatchedEnv(ABC):
         np.copyto(r.final_critic, r.critic)
         np.logical_or(r.terminated, r.truncated, out=self._done)
         if self._done.any():
-            self._reset_rows(np.flatnonzero(self._done).astype(np.int32))
+            ended = np.flatnonzero(self._done).astype(np.int32)
+            if self.on_episode_end is not None:
+                self.on_episode_end(ended)
+            self._reset_rows(ended)
         return r
 
     def _reset_rows(self, ids: np.ndarray | None) -> None:

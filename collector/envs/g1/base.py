@@ -17,7 +17,7 @@
   angular part is in the pelvis frame, so R^T is applied) and its sensors are recomputed.
 
 A task sets `task_sensors`, `encoder_bias_range`, `torso_com_offset_range` and `push_vel`, and implements
-`_rewards(terms)` and `_terminated(out)` (used by `step` through `_compute_terms` and by `evaluate`).
+`_rewards(terms)` and `termination_conditions()` (used by `step` through `_compute_terms` and by `evaluate`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import mujoco
 import numpy as np
 
 from collector.envs._mjbatch import STAGE_VEL
-from collector.envs.batched import BatchedEnv
+from collector.envs.batched import BatchedEnv, any_of
 from collector.envs.g1.model import FEET, build_xml
 
 DECIMATION = 4
@@ -128,8 +128,12 @@ class G1Env(BatchedEnv):
         """Fill each reward term of this step (weight x dt included)."""
 
     @abstractmethod
+    def termination_conditions(self) -> dict[str, np.ndarray]:
+        """Each named reason an episode ends on by failure, [N] bool, of the current state."""
+
     def _terminated(self, out: np.ndarray) -> None:
         """Mark the envs whose episode ends by failure this step."""
+        any_of(self.termination_conditions(), out)
 
     # --------------------------------------------------------------- helpers
 
@@ -155,11 +159,6 @@ class G1Env(BatchedEnv):
         below = np.clip(q - self.soft_limits[:, 0], None, 0.0)
         above = np.clip(q - self.soft_limits[:, 1], 0.0, None)
         np.sum(above - below, axis=1, out=out)
-
-    def _terminate_non_finite(self, out: np.ndarray) -> None:
-        """Also end envs whose state is not finite (never triggered by a healthy simulation)."""
-        out |= ~np.isfinite(self.qpos).all(axis=1)
-        out |= ~np.isfinite(self.qvel).all(axis=1)
 
     def _push(self) -> None:
         """Count down the push timers; push the envs whose timer ran out (nothing when `pushes` is off)."""

@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from collector.envs._mjbatch import STAGE_VEL
+from collector.envs.batched import non_finite
 from collector.envs.g1.base import G1Env, count_self_collisions, noise_bounds, rotate, rotate_inv, sensor_slice
 from collector.envs.g1.motion import ClipError, MotionClip, load_clip, quat_mul
 
@@ -317,15 +318,20 @@ class G1MotionTracking(G1Env):
         self.joint_pos_error[:] = np.linalg.norm(self.ref_joint_pos[f] - self.qpos[:, 7:], axis=1)
         self.clip_progress[:] = f / (self.num_frames - 1)
 
-    def _terminated(self, out: np.ndarray) -> None:
+    def termination_conditions(self) -> dict[str, np.ndarray]:
+        """Each named reason an episode ends on by failure, [N] bool, of the current state."""
         c = self._cmp
-        np.greater(np.abs(c["ref_anchor_z"] - c["anchor_z"]), ANCHOR_Z_THRESHOLD, out=out)
         # Gravity (0, 0, -1) in a frame has z = -R22: compare the reference anchor's with the robot's.
         g_ref_z, g_z = -rotation_zz(c["ref_anchor_quat"]), -rotation_zz(c["anchor_quat"])
-        out |= np.abs(g_ref_z - g_z) > ANCHOR_GRAVITY_Z_THRESHOLD
         ee = self.end_effectors
-        out |= np.any(np.abs(c["rel_z"][:, ee] - c["z"][:, ee]) > END_EFFECTOR_Z_THRESHOLD, axis=1)
-        self._terminate_non_finite(out)
+        return {
+            f"anchor height off the reference by over {ANCHOR_Z_THRESHOLD:g} m":
+                np.abs(c["ref_anchor_z"] - c["anchor_z"]) > ANCHOR_Z_THRESHOLD,
+            "anchor orientation off the reference": np.abs(g_ref_z - g_z) > ANCHOR_GRAVITY_Z_THRESHOLD,
+            f"end effector height off the reference by over {END_EFFECTOR_Z_THRESHOLD:g} m":
+                np.any(np.abs(c["rel_z"][:, ee] - c["z"][:, ee]) > END_EFFECTOR_Z_THRESHOLD, axis=1),
+            "non-finite state": non_finite(self.qpos, self.qvel),
+        }
 
     # ---------------------------------------------------------------- command
 

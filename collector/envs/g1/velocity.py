@@ -60,6 +60,7 @@ import mujoco
 import numpy as np
 
 from collector.envs._mjbatch import STAGE_VEL
+from collector.envs.batched import non_finite
 from collector.envs.g1.base import (
     DECIMATION,
     G1Env,
@@ -211,6 +212,11 @@ class G1VelocityFlat(G1Env):
         v = rotate_inv(self.qpos[:, 3:7], self.qvel[:, :3])
         return self.commands.copy(), np.concatenate([v[:, :2], self.qvel[:, 5:6]], axis=1)
 
+    def command_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of (vx, vy, yaw rate): the box this task samples commands from now (the curriculum's)."""
+        (vx_lo, vx_hi), (wz_lo, wz_hi) = self.curriculum_ranges()
+        return np.array([vx_lo, COMMAND_VY[0], wz_lo]), np.array([vx_hi, COMMAND_VY[1], wz_hi])
+
     def curriculum_ranges(self) -> tuple[tuple[float, float], tuple[float, float]]:
         """(vx range, wz range) of the command curriculum at the current `global_step`."""
         stage = [s for s in CURRICULUM if self.global_step >= s[0]][-1]
@@ -330,11 +336,12 @@ class G1VelocityFlat(G1Env):
         for name, value in terms.items():
             value *= WEIGHTS[name] * dt
 
-    def _terminated(self, out: np.ndarray) -> None:
+    def termination_conditions(self) -> dict[str, np.ndarray]:
+        """Each named reason an episode ends on by failure, [N] bool, of the current state."""
         # Tilt = arccos(-g_z), g the projected gravity; beyond 70 degrees means -g_z < cos(70 deg).
         g_z = projected_gravity(self.qpos[:, 3:7])[:, 2]
-        np.less(-g_z, math.cos(math.radians(MAX_TILT_DEG)), out=out)
-        self._terminate_non_finite(out)
+        return {f"tilt over {MAX_TILT_DEG:g} deg": -g_z < math.cos(math.radians(MAX_TILT_DEG)),
+                "non-finite state": non_finite(self.qpos, self.qvel)}
 
     # ---------------------------------------------------------------- command
 

@@ -51,7 +51,7 @@ import mujoco
 import numpy as np
 
 from collector.envs._mjbatch import STAGE_NONE, STAGE_VEL
-from collector.envs.batched import BatchedEnv
+from collector.envs.batched import BatchedEnv, any_of, non_finite
 from collector.envs.g1.base import noise_bounds, rotate_inv, sensor_slice
 from collector.envs.g1.walk_model import STAND, build_model
 
@@ -155,6 +155,10 @@ class G1WalkFlat(BatchedEnv):
         r = self._result
         self._fill_obs(r.obs, slice(None))
         self._fill_critic(r.critic, slice(None))
+
+    def command_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of (vx, vy, yaw rate): the box this task samples commands from."""
+        return COMMAND_LOW.copy(), COMMAND_HIGH.copy()
 
     def set_gains(self, kp: np.ndarray, kd: np.ndarray) -> None:
         """This episode's PD gains ([N, 29] each, or broadcastable) of every actuator until the env's next reset."""
@@ -283,12 +287,15 @@ class G1WalkFlat(BatchedEnv):
         commands[np.linalg.norm(commands[:, :2], axis=1) <= PLANAR_DEAD_ZONE, :2] = 0.0
         return commands
 
-    def _terminated(self, out: np.ndarray) -> None:
+    def termination_conditions(self) -> dict[str, np.ndarray]:
+        """Each named reason an episode ends on, [N] bool, of the current state."""
         up_z = np.clip(self._sensordata[:, self._cols["torso_upvector"]][:, 2], -1.0, 1.0)
-        np.greater(np.arccos(up_z), math.radians(MAX_TILT_DEG), out=out)
-        out |= self.qpos[:, 2] < MIN_BASE_HEIGHT
-        out |= ~np.isfinite(self.qpos).all(axis=1)
-        out |= ~np.isfinite(self.qvel).all(axis=1)
+        return {f"torso tilt over {MAX_TILT_DEG:g} deg": np.arccos(up_z) > math.radians(MAX_TILT_DEG),
+                f"pelvis below {MIN_BASE_HEIGHT:g} m": self.qpos[:, 2] < MIN_BASE_HEIGHT,
+                "non-finite state": non_finite(self.qpos, self.qvel)}
+
+    def _terminated(self, out: np.ndarray) -> None:
+        any_of(self.termination_conditions(), out)
 
 
 def phase_height_targets(phase: np.ndarray) -> np.ndarray:

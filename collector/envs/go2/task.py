@@ -49,7 +49,7 @@ import mujoco
 import numpy as np
 
 from collector.envs._mjbatch import STAGE_NONE, STAGE_VEL
-from collector.envs.batched import BatchedEnv
+from collector.envs.batched import BatchedEnv, any_of, non_finite
 from collector.envs.go2.model import FEET, build_model
 
 ACTION_SCALE = 0.25
@@ -143,6 +143,10 @@ class Go2JoystickFlat(BatchedEnv):
         r = self._result
         self._fill_obs(r.obs, slice(None))
         self._fill_critic(r.critic, slice(None))
+
+    def command_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of (vx, vy, yaw rate): the box this task samples commands from."""
+        return COMMAND_LOW.copy(), COMMAND_HIGH.copy()
 
     def set_gains(self, kp: np.ndarray, kd: np.ndarray) -> None:
         """This episode's PD gains of every env ([N, 12] each, one per actuator) until its next reset."""
@@ -260,12 +264,15 @@ class Go2JoystickFlat(BatchedEnv):
         height[stance] = 0.0
         np.mean(height, axis=1, out=terms["feet_swing_height"])
 
-    def _terminated(self, out: np.ndarray) -> None:
+    def termination_conditions(self) -> dict[str, np.ndarray]:
+        """Each named reason an episode ends on, [N] bool, of the current state."""
         # The IMU's up vector is the body z axis in the world; its z component is cos(tilt).
         up_z = self._sensordata[:, self._cols["upvector"]][:, 2]
-        np.less(up_z, math.cos(math.radians(MAX_TILT_DEG)), out=out)
-        out |= ~np.isfinite(self.qpos).all(axis=1)
-        out |= ~np.isfinite(self.qvel).all(axis=1)
+        return {f"tilt over {MAX_TILT_DEG:g} deg": up_z < math.cos(math.radians(MAX_TILT_DEG)),
+                "non-finite state": non_finite(self.qpos, self.qvel)}
+
+    def _terminated(self, out: np.ndarray) -> None:
+        any_of(self.termination_conditions(), out)
 
 
 def _gaussian(sq_err: np.ndarray, sigma: float, out: np.ndarray) -> None:
