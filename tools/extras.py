@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-TOOLS_MODULES = {"matplotlib", "imageio", "imageio_ffmpeg"}
+TOOLS_MODULES = {"matplotlib", "imageio", "imageio_ffmpeg", "viser", "trimesh"}
 
 
 def missing_extra(exc: ModuleNotFoundError) -> int:

@@ -167,6 +167,13 @@ class BatchedEnv(ABC):
         self._check_open()
         self._load_rows(None, qpos, qvel)
 
+    @property
+    def ctrl(self) -> np.ndarray:
+        """[N, nu] the controls of the last step (read-only view)."""
+        view = self._ctrl.view()
+        view.flags.writeable = False
+        return view
+
     def termination_conditions(self) -> dict[str, np.ndarray]:
         """Each named reason an episode ends on, [N] bool, of the current state; {} where the task names none."""
         return {}

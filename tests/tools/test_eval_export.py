@@ -15,20 +15,17 @@ import onnx
 import onnxruntime
 import pytest
 import torch
+from checkpoint_helpers import SMALL, write_checkpoint
 
 from collector.envs import make_env
 from common.checkpoint_io import CheckpointError, find_checkpoint, load_checkpoint, load_policy
-from common.config import load_config
-from common.policy import ActorCritic
 from common.task_plugins import resolve_task_spec
-from learner.checkpoint import save_checkpoint
 from tools import eval as appo_eval
 from tools.export import FILE_NAMES, DeterministicActor, export, load_torchscript, sample_observations
 from tools.export import main as export_main
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["algo.policy.actor_hidden_dims=[32,32]", "algo.policy.critic_hidden_dims=[32,32]"]
 
 # A task reporting commanded and measured body velocities through the optional hook.
 TRACKED_SOURCE = textwrap.dedent('''
@@ -54,26 +51,6 @@ TRACKED_SOURCE = textwrap.dedent('''
         from collector.envs import make_env
         return Tracked(make_env("inverted_pendulum", num_envs, num_threads, seed, max_episode_steps))
 ''')
-
-
-def write_checkpoint(path: Path, task: str, iteration: int = 5, seed: int = 0, *overrides: str) -> ActorCritic:
-    """A checkpoint as Learner.save() writes it, with non-trivial normaliser statistics."""
-    cfg = load_config([f"task={task}", *SMALL, *overrides])
-    torch.manual_seed(seed)
-    model = ActorCritic.from_config(cfg, resolve_task_spec(task))
-    dim = model.obs_normalizer.mean.numel()
-    model.obs_normalizer.mean.copy_(torch.linspace(-0.5, 0.5, dim))
-    model.obs_normalizer.var.copy_(torch.linspace(0.5, 2.0, dim))
-    model.obs_normalizer.count.fill_(1000.0)
-    optimizer = torch.optim.Adam(model.parameters())
-    state = {
-        "appo": {"model": model.state_dict(), "target": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "learning_rate": 1e-3, "num_updates": iteration},
-        "iteration": iteration, "policy_version": iteration + 1, "total_env_steps": 1000,
-        "best_mean_reward": None, "config": cfg.to_dict(), "task": task,
-    }
-    save_checkpoint(state, path)  # the learner's writer: atomic, with the integrity digest
-    return model.eval()
 
 
 def eval_args(*argv: str):

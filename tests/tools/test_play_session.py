@@ -1,0 +1,142 @@
+"""appo-play's simulation side: controls reach the real task, policies switch at episode ends, bad runs refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from checkpoint_helpers import write_checkpoint
+from rotations import quat
+
+from collector.envs import make_env
+from common.checkpoint_io import CheckpointError
+from common.policy import flat_weights
+from tools.play import sources
+from tools.play.scene import EnvPoses, body_meshes, env_offsets
+from tools.play.session import PlaySession, PolicySource
+
+TASK = "go2_joystick_flat"
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    run = tmp_path / "logs" / TASK / "run1"
+    write_checkpoint(run / "model_5.pt", TASK, 5)
+    write_checkpoint(run / "model_9.pt", TASK, 9, 1)
+    return run
+
+
+def session_of(run_dir, num_envs=3, max_episode_steps=None) -> PlaySession:
+    start = sources.resolve(str(run_dir), TASK, "logs", None, follow=False)
+    env = make_env(TASK, num_envs, 1, 0, max_episode_steps=max_episode_steps)
+    return PlaySession(env, start.policy.model, PolicySource(start.policy.path.name))
+
+
+def test_override_sets_every_envs_command_in_the_simulation_clipped_to_the_task_box(run_dir):
+    """A slider command is what the task's envs hold at the next step (observation included), within the box."""
+    s = session_of(run_dir)
+    try:
+        set_to = s.set_command([0.5, -0.3, 5.0])  # yaw rate beyond the box's 0.8
+        np.testing.assert_allclose(set_to, [0.5, -0.3, 0.8])
+        s.advance()
+        np.testing.assert_allclose(s.env.commands, np.tile([0.5, -0.3, 0.8], (3, 1)))
+        # The observation the policy acts on next carries it (go2: the command slice).
+        from collector.envs.go2.task import OBS_SLICES
+        np.testing.assert_allclose(s.obs[:, OBS_SLICES["command"]], np.tile([0.5, -0.3, 0.8], (3, 1)), atol=1e-6)
+        s.release_command()
+        s.request_reset()
+        s.advance()
+        assert not np.allclose(s.env.commands, np.tile([0.5, -0.3, 0.8], (3, 1)))  # sampled again
+    finally:
+        s.env.close()
+
+
+def test_pause_holds_the_clock_and_a_single_step_advances_it_by_one_control_step(run_dir):
+    """Paused: not due; one step request: exactly one control step of dt; then not due again."""
+    s = session_of(run_dir)
+    try:
+        s.advance()
+        t0, qpos0 = s.sim_time, s.env.qpos.copy()
+        s.paused = True
+        assert not s.due()
+        s.request_step()
+        assert s.due()
+        s.advance()
+        assert s.sim_time == pytest.approx(t0 + s.env.spec.control_dt)
+        assert not np.array_equal(qpos0, s.env.qpos)
+        assert not s.due()
+    finally:
+        s.env.close()
+
+
+def test_new_weights_take_over_only_when_the_followed_episode_ends(run_dir):
+    """Weights offered mid-episode wait; at the followed env's time limit they act, with their version."""
+    s = session_of(run_dir, max_episode_steps=4)
+    try:
+        other = write_checkpoint(run_dir / "model_20.pt", TASK, 20, 7)
+        flat = flat_weights(other)
+        s.advance()
+        s.offer(PolicySource("v3", 3), flat)
+        before = flat_weights(s.model)
+        s.advance()
+        s.advance()
+        assert s.source.label == "model_9.pt" and np.array_equal(flat_weights(s.model), before)
+        s.advance()  # the 4th step: the time limit of every env
+        assert s.followed.last_end == "time limit" and s.followed.episodes == 1
+        assert s.source.version == 3 and np.array_equal(flat_weights(s.model), flat)
+        obs = torch.as_tensor(s.obs, dtype=torch.float32)
+        torch.testing.assert_close(s.model.act_deterministic(obs), other.act_deterministic(obs))
+    finally:
+        s.env.close()
+
+
+def test_a_fall_is_named_by_the_task_condition_that_ended_it(run_dir):
+    """The followed env laid on its side ends its episode, and the page's 'ended by' names the tilt."""
+    s = session_of(run_dir)
+    try:
+        qpos, qvel = s.env.qpos.copy(), s.env.qvel.copy()
+        qpos[0, 3:7] = quat([1.0, 0.0, 0.0], np.pi / 2)
+        s.env.set_state(qpos, qvel)
+        s.obs = s.env.observe()[0]
+        s.advance()
+        assert s.followed.last_end == "tilt over 60 deg"
+    finally:
+        s.env.close()
+
+
+def test_checkpoint_of_another_task_is_refused_naming_both(tmp_path):
+    """--task go2_joystick_flat with a hopper checkpoint: the error names both tasks."""
+    write_checkpoint(tmp_path / "hop" / "model_1.pt", "hopper", 1)
+    with pytest.raises(CheckpointError, match="hopper policy.*cannot play task go2_joystick_flat"):
+        sources.resolve(str(tmp_path / "hop"), TASK, "logs", None, follow=False)
+
+
+def test_run_without_checkpoints_says_so_unless_followed(tmp_path):
+    """Playing an empty run names the missing checkpoints; following it builds the run's network from config.yaml."""
+    run = tmp_path / TASK / "fresh"
+    run.mkdir(parents=True)
+    with pytest.raises(CheckpointError, match="holds no checkpoint"):
+        sources.resolve(str(run), TASK, str(tmp_path), None, follow=False)
+    import yaml
+
+    from common.config import load_config
+    (run / "config.yaml").write_text(yaml.safe_dump(load_config([f"task={TASK}"]).to_dict()))
+    start = sources.resolve("fresh", TASK, str(tmp_path), None, follow=True)
+    assert start.policy is None and start.config.task == TASK and start.run_dir == run
+
+
+def test_scene_meshes_and_poses_come_from_the_task_model():
+    """Every drawn body has triangles; poses are MuJoCo's body frames, each env shifted to its own grid cell."""
+    env = make_env(TASK, 4, 1, 0)
+    try:
+        env.reset()
+        meshes = body_meshes(env.model)
+        assert len(meshes) >= 13 and all(len(m.faces) > 0 for m in meshes)  # trunk and 12 leg links
+        poses = EnvPoses(env.model, 4)
+        pos, quat_ = poses.update(env.qpos)
+        np.testing.assert_allclose(pos[2, 1] - env_offsets(4)[2], env.qpos[2, :3], atol=1e-12)  # the trunk
+        np.testing.assert_allclose(np.abs(quat_[2, 1]), np.abs(env.qpos[2, 3:7]), atol=1e-12)
+        points, forces = poses.contacts(0, env.qpos[0], env.qvel[0], env.ctrl[0])
+        assert points.shape == forces.shape and np.all(np.isfinite(forces))
+    finally:
+        env.close()

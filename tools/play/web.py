@@ -1,0 +1,337 @@
+"""appo-play's page: a viser server drawing every env's robot, the controls, and the live plots.
+
+viser serves its own prebuilt client (inside its wheel, so it works offline) and pushes scene and GUI
+updates over one websocket.  The loop here steps the session at the chosen speed and redraws at most
+DRAW_HZ; plots and text refresh at TEXT_HZ.  Keys (viser's command hotkeys), the seed's: space pause, N step,
+Backspace reset, up/down vx, left/right yaw rate, Enter zero; A/D vy.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+import viser
+import viser.uplot
+
+from common.checkpoint_io import CheckpointError, load_policy
+from common.logging import get_logger
+from tools.play.scene import EnvPoses, body_meshes, reference_bodies
+from tools.play.session import Pacer, PlaySession, PolicySource
+
+log = get_logger("play")
+
+DRAW_HZ = 30.0
+TEXT_HZ = 5.0
+FOLLOW_POLL_S = 0.1
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)
+NUDGE = np.array([0.1, 0.1, 0.2])  # vx, vy (m/s) and yaw rate (rad/s) per key press, as the seed's viewer
+CONTACT_FORCE_SCALE = 0.002  # m of arrow per N
+CAMERA_OFFSET = np.array([2.0, -2.0, 1.0])  # the first view: from the front left, above
+
+
+class PortInUse(OSError):
+    """The page's port is taken by another process."""
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port another process holds (viser itself would silently move to the next one)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(f"port {port} is in use on {host}: give another with --port") from None
+            raise
+
+
+class WebViewer:
+    """The viser page of a PlaySession: scene, controls, plots; `run()` steps and draws until `stop`."""
+
+    def __init__(self, session: PlaySession, host: str, port: int, checkpoints: dict | None = None,
+                 follower=None):
+        self.session = session
+        self.follower = follower
+        check_port(host, port)
+        self.server = viser.ViserServer(host=host, port=port, verbose=False)
+        if self.server.get_port() != port:  # taken between the check and the bind
+            self.server.stop()
+            raise PortInUse(f"port {port} is in use on {host}: give another with --port")
+        self.port = port
+        env = session.env
+        self.poses = EnvPoses(env.model, env.num_envs)
+        self._build_scene()
+        self._build_gui(checkpoints or {})
+        self._last_draw = self._last_text = self._last_poll = 0.0
+        self.pacer = Pacer(env.spec.control_dt)
+
+    # ------------------------------------------------------------ layout
+
+    def _build_scene(self) -> None:
+        scene, env = self.server.scene, self.session.env
+        scene.set_up_direction("+z")
+        scene.add_grid("/floor", width=40.0, height=40.0, plane="xy", cell_size=0.5, section_size=2.5)
+        self.bodies = body_meshes(env.model)
+        n = env.num_envs
+        pos, quat = self.poses.update(env.qpos)
+        self.body_nodes = []
+        for b in self.bodies:
+            self.body_nodes.append(scene.add_batched_meshes_simple(
+                f"/robots/body_{b.body}", b.vertices, b.faces, batched_wxyzs=quat[:, b.body],
+                batched_positions=pos[:, b.body], batched_colors=np.tile(np.array(b.rgb, np.uint8), (n, 1)),
+                lod="off"))
+        self.contact_points = scene.add_point_cloud("/contacts/points", np.zeros((1, 3)), colors=(255, 40, 40),
+                                                    point_size=0.04, visible=False)
+        self.contact_forces = scene.add_line_segments("/contacts/forces", np.zeros((1, 2, 3)), colors=(255, 40, 40),
+                                                      line_width=3.0, visible=False)
+        self.ghost = None
+        if hasattr(env, "ref_pos"):
+            sphere = __import__("trimesh").creation.icosphere(subdivisions=2, radius=0.05)
+            self.ghost = scene.add_batched_meshes_simple(
+                "/reference", np.asarray(sphere.vertices, np.float32), np.asarray(sphere.faces, np.uint32),
+                batched_wxyzs=np.tile([1.0, 0, 0, 0], (len(env.body_ids), 1)),
+                batched_positions=np.zeros((len(env.body_ids), 3)), batched_colors=(40, 220, 80), opacity=0.45,
+                cast_shadow=False)
+        root = pos[0, 1]
+        self.server.initial_camera.position = tuple(root + CAMERA_OFFSET)
+        self.server.initial_camera.look_at = tuple(root)
+
+    def _build_gui(self, checkpoints: dict) -> None:
+        gui, s = self.server.gui, self.session
+        self.status = gui.add_markdown("starting")
+        with gui.add_folder("Simulation"):
+            self.pause_button = gui.add_button("Pause")
+            self.pause_button.on_click(lambda _: self.toggle_pause())
+            gui.add_button("Step").on_click(lambda _: self.single_step())
+            gui.add_button("Reset").on_click(lambda _: s.request_reset())
+            self.speed = gui.add_slider("Speed (x real time)", min=0.25, max=4.0, step=0.25, initial_value=1.0,
+                                        marks=SPEEDS)
+            self.speed.on_update(lambda _: self._set_speed(self.speed.value))
+            self.env_pick = gui.add_dropdown("Followed env", [f"env {i}" for i in range(s.env.num_envs)])
+            self.env_pick.on_update(lambda _: self._follow_env(int(self.env_pick.value.split()[1])))
+            self.stochastic = gui.add_checkbox("Stochastic policy", initial_value=False)
+            self.stochastic.on_update(lambda _: setattr(s, "stochastic", self.stochastic.value))
+            self.show_contacts = gui.add_checkbox("Contacts", initial_value=False)
+        if checkpoints:
+            with gui.add_folder("Checkpoint"):
+                names = list(checkpoints)
+                self.checkpoint_pick = gui.add_dropdown("Checkpoint", names, initial_value=names[-1])
+                self.checkpoint_pick.on_update(lambda _: self._switch(checkpoints[self.checkpoint_pick.value]))
+        self.command_sliders = None
+        if s.command_box is not None:
+            low, high = s.command_box
+            with gui.add_folder("Command"):
+                self.override = gui.add_checkbox("Override the sampled command", initial_value=False)
+                self.override.on_update(lambda _: self._command_changed())
+                self.command_sliders = [
+                    gui.add_slider(label, min=float(low[k]), max=float(high[k]), step=0.05, initial_value=0.0)
+                    for k, label in enumerate(("vx (m/s)", "vy (m/s)", "yaw rate (rad/s)"))]
+                for slider in self.command_sliders:
+                    slider.on_update(lambda _: self._command_changed())
+        self._add_keys()
+        self.episode_text = gui.add_markdown("")
+        if s.tracks_velocity:
+            zeros = tuple(np.zeros(2) for _ in range(7))
+            series = [viser.uplot.Series(label="t (s)")] + [
+                viser.uplot.Series(label=f"{name} {kind}", stroke=colour, width=2 if kind == "measured" else 1,
+                                   dash=[6, 4] if kind == "commanded" else None)
+                for name, colour in (("vx", "#d62728"), ("vy", "#2ca02c"), ("yaw rate", "#1f77b4"))
+                for kind in ("commanded", "measured")]
+            self.velocity_plot = gui.add_uplot(zeros, tuple(series), title="Commanded vs measured", aspect=1.4)
+        terms = list(s.env.spec.reward_terms)
+        self.term_names = terms
+        self.terms_plot = gui.add_uplot(
+            tuple(np.zeros(2) for _ in range(len(terms) + 1)),
+            tuple([viser.uplot.Series(label="t (s)")] + [viser.uplot.Series(label=t, stroke=_colour(k), width=1)
+                                                          for k, t in enumerate(terms)]),
+            title="Reward terms per step (followed env)", aspect=1.2)
+        self._term_history: list[tuple[float, list[float]]] = []
+
+    def _add_keys(self) -> None:
+        # The seed's play_interactive keys: space pause, N single step, Backspace reset, arrows drive
+        # (up/down vx, left/right yaw rate), Enter stops; A/D add vy.
+        gui, s = self.server.gui, self.session
+        gui.add_command("Pause / resume", hotkey="space").on_trigger(lambda _: self.toggle_pause())
+        gui.add_command("Single step", hotkey="N").on_trigger(lambda _: self.single_step())
+        gui.add_command("Reset", hotkey="backspace").on_trigger(lambda _: s.request_reset())
+        if self.command_sliders is None:
+            return
+        for key, k, sign in (("arrowup", 0, 1), ("arrowdown", 0, -1), ("A", 1, 1), ("D", 1, -1),
+                             ("arrowleft", 2, 1), ("arrowright", 2, -1)):
+            gui.add_command(f"Command {('vx', 'vy', 'yaw rate')[k]} {'+' if sign > 0 else '-'}", hotkey=key
+                            ).on_trigger(lambda _, k=k, sign=sign: self.nudge(k, sign))
+        gui.add_command("Command zero (stop)", hotkey="enter").on_trigger(lambda _: self.zero_command())
+
+    # ------------------------------------------------------------ controls
+
+    def toggle_pause(self) -> None:
+        s = self.session
+        with s.lock:
+            s.paused = not s.paused
+            paused = s.paused
+        self.pause_button.label = "Resume" if paused else "Pause"
+        if not paused:
+            self.pacer.resync()
+        log.info("paused" if paused else "resumed", sim_time=round(s.sim_time, 4), steps=s.steps)
+
+    def single_step(self) -> None:
+        """One control step; pauses first, as the seed's viewer does."""
+        if not self.session.paused:
+            self.toggle_pause()
+        self.session.request_step()
+
+    def zero_command(self) -> None:
+        for slider in self.command_sliders:
+            slider.value = 0.0
+        self.override.value = True
+        self._command_changed()
+
+    def nudge(self, k: int, sign: int) -> None:
+        """A key press: the command component k moved by one nudge (switches the override on)."""
+        slider = self.command_sliders[k]
+        slider.value = float(np.clip(slider.value + sign * NUDGE[k], slider.min, slider.max))
+        self.override.value = True
+        self._command_changed()
+
+    def _command_changed(self) -> None:
+        s = self.session
+        if self.override.value:
+            value = s.set_command([sl.value for sl in self.command_sliders])
+            log.info("command", vx=float(value[0]), vy=float(value[1]), yaw_rate=float(value[2]))
+        else:
+            s.release_command()
+            log.info("command released to the task's sampling")
+
+    def _set_speed(self, speed: float) -> None:
+        with self.session.lock:
+            self.session.speed = float(speed)
+        self.pacer.resync()
+
+    def _follow_env(self, i: int) -> None:
+        with self.session.lock:
+            self.session.followed_env = i
+            self.session.followed.history.clear()
+        self._term_history.clear()
+
+    def _switch(self, path) -> None:
+        try:
+            policy = load_policy(path)
+        except CheckpointError as exc:
+            log.error("checkpoint refused", error=str(exc))
+            return
+        if policy.task != self.session.env.spec.name or policy.act_dim != self.session.env.spec.act_dim:
+            log.error("checkpoint refused", path=str(path), task=policy.task)
+            return
+        self.session.offer(PolicySource(path.name), policy.model)
+        log.info("checkpoint queued for the next episode", path=str(path))
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self, stop: threading.Event, on_frame: Callable[[], None] | None = None) -> None:
+        """Step at the chosen speed, redraw and poll the follower until `stop` is set."""
+        s = self.session
+        while not stop.is_set():
+            now = time.monotonic()
+            if self.follower is not None and now - self._last_poll >= FOLLOW_POLL_S:
+                self._poll_follower()
+                self._last_poll = now
+            if s.due():
+                s.advance()
+                self.pacer.stepped(s.sim_time)
+            if now - self._last_draw >= 1.0 / DRAW_HZ:
+                self.draw()
+                self._last_draw = now
+            if now - self._last_text >= 1.0 / TEXT_HZ:
+                self.refresh_text()
+                self._last_text = now
+            if on_frame is not None:
+                on_frame()
+            if s.paused:
+                stop.wait(0.02)
+            else:
+                self.pacer.wait(s.speed, stop)
+
+    def _poll_follower(self) -> None:
+        s = self.session
+        newest = s.pending[0].version if s.pending and s.pending[0].version is not None else s.source.version
+        got = self.follower.poll(-1 if newest is None else newest)
+        if got is not None:
+            version, flat = got
+            s.offer(PolicySource(f"weights v{version} from {self.follower.where}", version), flat)
+            log.info("weights received", version=version)
+
+    def draw(self) -> None:
+        """Move every body node to its envs' poses; camera, contacts and reference follow the chosen env."""
+        s, env = self.session, self.session.env
+        pos, quat = self.poses.update(env.qpos)
+        i = s.followed_env
+        with self.server.atomic():
+            for b, node in zip(self.bodies, self.body_nodes, strict=True):
+                node.batched_positions = pos[:, b.body].astype(np.float32)
+                node.batched_wxyzs = quat[:, b.body].astype(np.float32)
+            if self.show_contacts.value:
+                points, forces = self.poses.contacts(i, env.qpos[i], env.qvel[i], env.ctrl[i])
+                if len(points):
+                    self.contact_points.points = points.astype(np.float32)
+                    self.contact_forces.points = np.stack([points, points + CONTACT_FORCE_SCALE * forces], 1
+                                                          ).astype(np.float32)
+                self.contact_points.visible = self.contact_forces.visible = bool(len(points))
+            else:
+                self.contact_points.visible = self.contact_forces.visible = False
+            if self.ghost is not None:
+                ref = reference_bodies(env, i, self.poses.datas[i]) + self.poses.offsets[i]
+                self.ghost.batched_positions = ref.astype(np.float32)
+        self._move_cameras(pos[i, 1])
+
+    def _move_cameras(self, root: np.ndarray) -> None:
+        # Every client's camera looks at the followed robot from the angle and distance its user chose.
+        for client in self.server.get_clients().values():
+            cam = client.camera
+            offset = cam.position - cam.look_at
+            if not np.all(np.isfinite(offset)) or np.linalg.norm(offset) < 1e-6:
+                offset = CAMERA_OFFSET
+            with client.atomic():
+                cam.look_at = root
+                cam.position = root + offset
+
+    def refresh_text(self) -> None:
+        s = self.session
+        f = s.followed
+        source = s.source
+        age = time.monotonic() - source.arrived
+        version = f"weights v{source.version}, {age:.1f} s old" if source.version is not None else source.label
+        state = "paused" if s.paused else f"{self.pacer.realtime_factor():.2f}x real time"
+        nxt = f" (next: {s.pending[0].label})" if s.pending else ""
+        self.status.content = (f"**{s.env.spec.name}**, {s.env.num_envs} envs · sim time {s.sim_time:.2f} s · "
+                               f"{state}  \npolicy: {version}{nxt}")
+        frame = s.frame()
+        lines = [f"episode {f.episodes + 1}: {f.time:.2f} s, return {f.ret:.3f}"]
+        if f.episodes:
+            lines.append(f"last episode: return {f.last_return:.3f}, ended by {f.last_end}")
+        if frame is not None:
+            lines.append(f"clip frame {frame} of {s.env.num_frames}")
+        self.episode_text.content = "  \n".join(lines)
+        if s.tracks_velocity and f.history:
+            t = np.array([h[0] for h in f.history])
+            cmd = np.array([h[1] for h in f.history])
+            meas = np.array([h[2] for h in f.history])
+            self.velocity_plot.data = (t, cmd[:, 0], meas[:, 0], cmd[:, 1], meas[:, 1], cmd[:, 2], meas[:, 2])
+        if f.terms:
+            self._term_history.append((s.sim_time, [f.terms.get(n, 0.0) for n in self.term_names]))
+            self._term_history = self._term_history[-200:]
+            t = np.array([h[0] for h in self._term_history])
+            values = np.array([h[1] for h in self._term_history])
+            self.terms_plot.data = (t, *(values[:, k] for k in range(len(self.term_names))))
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def _colour(k: int) -> str:
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+               "#17becf")
+    return palette[k % len(palette)]
