@@ -44,13 +44,19 @@ train: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# The packet-loss tests drop packets with iptables inside the lab's network namespaces: Debian's
-# package, installed here when missing and this is root on Debian; elsewhere those tests skip, saying why.
+# The packet-loss tests drop packets with iptables inside the lab's network namespaces, and appo-play's page
+# tests drive Debian's chromium (headless, WebGL in software): Debian's packages, installed here when missing
+# and this is root on Debian; elsewhere the packet-loss tests skip, saying why, and the page tests fail naming it.
 sysdeps:
 	@command -v iptables >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  { apt-get install -y -q iptables >/dev/null 2>&1 || \
 	    { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q iptables >/dev/null 2>&1; }; }; } || \
 	  echo "note: iptables is not installed: the packet-loss tests will skip"
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; }; }; } || \
+	  echo "note: chromium is not installed: the appo-play page tests will fail (install Debian's chromium)"
 
 test: lint sysdeps
 	$(PY) -m pytest -q $(PYTEST_ARGS)

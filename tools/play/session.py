@@ -16,8 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from common.logging import get_logger
 from common.policy import ActorCritic, load_flat_weights
 from tools.eval import use_play_settings, velocity_tracking
+
+log = get_logger("play")
 
 HISTORY_STEPS = 500  # the live plots show the last 10 s at 50 Hz
 
@@ -63,6 +66,7 @@ class PlaySession:
         self._step_requests = 0
         self._reset_requested = False
         self._ended: dict[str, bool] | None = None
+        self._applied: np.ndarray | None = None  # the override last written into the simulation
         self.followed = Followed()
         use_play_settings(env)
         env.on_episode_end = self._on_episode_end
@@ -124,6 +128,11 @@ class PlaySession:
         if override is not None:
             env.set_commands(np.broadcast_to(override, env.commands.shape))
             self.obs = env.observe()[0]
+            if self._applied is None or not np.array_equal(self._applied, override):
+                vx, vy, wz = (float(v) for v in env.commands[i])  # read back from the task itself
+                log.info("command in the simulation", env=i, vx=vx, vy=vy, yaw_rate=wz,
+                         sim_time=round(self.sim_time, 4))
+        self._applied = override
         with torch.no_grad():
             obs = torch.as_tensor(self.obs, dtype=torch.float32)
             actions = self.model.act(obs)[0] if stochastic else self.model.act_deterministic(obs)
