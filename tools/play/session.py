@@ -23,6 +23,7 @@ from tools.eval import use_play_settings, velocity_tracking
 log = get_logger("play")
 
 HISTORY_STEPS = 500  # the live plots show the last 10 s at 50 Hz
+CATCH_UP_S = 0.25  # lateness the pacer makes up (a slow redraw); beyond it, the clock restarts from now
 
 
 @dataclass
@@ -40,7 +41,8 @@ class Followed:
 
     time: float = 0.0
     ret: float = 0.0
-    terms: dict[str, float] = field(default_factory=dict)
+    terms: dict[str, float] = field(default_factory=dict)      # each reward term of the last step
+    term_sums: dict[str, float] = field(default_factory=dict)  # and summed over the episode so far
     episodes: int = 0
     last_end: str = ""             # why the last episode ended: "time limit" or the named conditions
     last_return: float = 0.0
@@ -146,13 +148,14 @@ class PlaySession:
         f.ret += float(res.rewards[i])
         for name, value in res.terms.items():
             f.terms[name] = float(value[i])
+            f.term_sums[name] = f.term_sums.get(name, 0.0) + f.terms[name]
         tracking = velocity_tracking(env)
         if tracking is not None:
             f.history.append((self.sim_time, tracking[0][i].copy(), tracking[1][i].copy()))
         if res.terminated[i] or res.truncated[i]:
             f.last_end = self._end_reason(i, bool(res.truncated[i]))
             f.last_return, f.episodes = f.ret, f.episodes + 1
-            f.time, f.ret = 0.0, 0.0
+            f.time, f.ret, f.term_sums = 0.0, 0.0, {}
             self._take_pending()
 
     def frame(self) -> int | None:
@@ -198,7 +201,7 @@ class Pacer:
         """Sleep until the next step is due (at most until `stop`)."""
         now = time.monotonic()
         self._next += self.dt / speed
-        if self._next < now - self.dt:  # fell behind (a slow step, a pause): never race to catch up
+        if self._next < now - CATCH_UP_S:  # far behind (a pause, a machine too slow): never race to catch up
             self._next = now
         if self._next > now:
             stop.wait(self._next - now)

@@ -31,7 +31,9 @@ FOLLOW_POLL_S = 0.1
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 NUDGE = np.array([0.1, 0.1, 0.2])  # vx, vy (m/s) and yaw rate (rad/s) per key press, as the seed's viewer
 CONTACT_FORCE_SCALE = 0.002  # m of arrow per N
-CAMERA_OFFSET = np.array([2.0, -2.0, 1.0])  # the first view: from the front left, above
+PLOT_MARGIN = 0.5  # m/s (rad/s) of the velocity plot beyond the command box
+BAR_WIDTH = 12  # characters of the longest reward bar
+CAMERA_OFFSET = np.array([1.6, -1.6, 0.8])  # the first view: from the front left, above
 
 
 class PortInUse(OSError):
@@ -64,6 +66,8 @@ class WebViewer:
         self.port = port
         env = session.env
         self.poses = EnvPoses(env.model, env.num_envs)
+        self._offsets: dict[int, np.ndarray] = {}
+        self.server.on_client_connect(self._on_connect)
         self._build_scene()
         self._build_gui(checkpoints or {})
         self._last_draw = self._last_text = self._last_poll = 0.0
@@ -141,15 +145,13 @@ class WebViewer:
                                    dash=[6, 4] if kind == "commanded" else None)
                 for name, colour in (("vx", "#d62728"), ("vy", "#2ca02c"), ("yaw rate", "#1f77b4"))
                 for kind in ("commanded", "measured")]
-            self.velocity_plot = gui.add_uplot(zeros, tuple(series), title="Commanded vs measured", aspect=1.4)
-        terms = list(s.env.spec.reward_terms)
-        self.term_names = terms
-        self.terms_plot = gui.add_uplot(
-            tuple(np.zeros(2) for _ in range(len(terms) + 1)),
-            tuple([viser.uplot.Series(label="t (s)")] + [viser.uplot.Series(label=t, stroke=_colour(k), width=1)
-                                                          for k, t in enumerate(terms)]),
-            title="Reward terms per step (followed env)", aspect=1.2)
-        self._term_history: list[tuple[float, list[float]]] = []
+            low, high = s.command_box if s.command_box is not None else (np.full(3, -1.0), np.full(3, 1.0))
+            # The client keeps a plot's first scales; a fixed range from the command box keeps every line on it.
+            scales = {"x": {"time": False}, "y": {"auto": False, "range": [float(low.min()) - PLOT_MARGIN,
+                                                                          float(high.max()) + PLOT_MARGIN]}}
+            self.velocity_plot = gui.add_uplot(zeros, tuple(series), title="Commanded vs measured (followed env)",
+                                               scales=scales, aspect=1.4)
+        self.terms_text = gui.add_markdown("")
 
     def _add_keys(self) -> None:
         # The seed's play_interactive keys: space pause, N single step, Backspace reset, arrows drive
@@ -215,7 +217,6 @@ class WebViewer:
         with self.session.lock:
             self.session.followed_env = i
             self.session.followed.history.clear()
-        self._term_history.clear()
 
     def _switch(self, path) -> None:
         try:
@@ -287,16 +288,24 @@ class WebViewer:
                 self.ghost.batched_positions = ref.astype(np.float32)
         self._move_cameras(pos[i, 1])
 
+    def _on_connect(self, client) -> None:
+        self._offsets[client.client_id] = CAMERA_OFFSET.copy()
+
+        def changed(cam) -> None:
+            # What the user chose by orbiting or zooming (our own moves keep it): where to look from.
+            offset = cam.position - cam.look_at
+            if np.all(np.isfinite(offset)) and np.linalg.norm(offset) > 1e-6:
+                self._offsets[client.client_id] = offset
+
+        client.camera.on_update(changed)
+
     def _move_cameras(self, root: np.ndarray) -> None:
         # Every client's camera looks at the followed robot from the angle and distance its user chose.
         for client in self.server.get_clients().values():
-            cam = client.camera
-            offset = cam.position - cam.look_at
-            if not np.all(np.isfinite(offset)) or np.linalg.norm(offset) < 1e-6:
-                offset = CAMERA_OFFSET
+            offset = self._offsets.get(client.client_id, CAMERA_OFFSET)
             with client.atomic():
-                cam.look_at = root
-                cam.position = root + offset
+                client.camera.look_at = root
+                client.camera.position = root + offset
 
     def refresh_text(self) -> None:
         s = self.session
@@ -320,18 +329,19 @@ class WebViewer:
             cmd = np.array([h[1] for h in f.history])
             meas = np.array([h[2] for h in f.history])
             self.velocity_plot.data = (t, cmd[:, 0], meas[:, 0], cmd[:, 1], meas[:, 1], cmd[:, 2], meas[:, 2])
-        if f.terms:
-            self._term_history.append((s.sim_time, [f.terms.get(n, 0.0) for n in self.term_names]))
-            self._term_history = self._term_history[-200:]
-            t = np.array([h[0] for h in self._term_history])
-            values = np.array([h[1] for h in self._term_history])
-            self.terms_plot.data = (t, *(values[:, k] for k in range(len(self.term_names))))
+        self.terms_text.content = reward_bars(f.terms, f.term_sums)
 
     def close(self) -> None:
         self.server.stop()
 
 
-def _colour(k: int) -> str:
-    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-               "#17becf")
-    return palette[k % len(palette)]
+def reward_bars(step: dict[str, float], episode: dict[str, float]) -> str:
+    """Each reward term of the last step as a bar (longest = largest magnitude), with its episode sum."""
+    if not step:
+        return ""
+    scale = max(abs(v) for v in step.values()) or 1.0
+    rows = ["| reward term | last step | | episode |", "| --- | ---: | --- | ---: |"]
+    for name, value in step.items():
+        bar = ("▮" * max(1, round(BAR_WIDTH * abs(value) / scale))) if value else ""
+        rows.append(f"| {name} | {value:+.4f} | {'-' if value < 0 else '+'}{bar} | {episode.get(name, 0.0):+.3f} |")
+    return "\n".join(rows)
