@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -140,3 +142,77 @@ def test_scene_meshes_and_poses_come_from_the_task_model():
         assert points.shape == forces.shape and np.all(np.isfinite(forces))
     finally:
         env.close()
+
+
+def test_page_draws_the_motion_ghost_at_the_reference_and_contacts_under_the_feet(tmp_path):
+    """g1_motion_tracking on the page: the ghost's spheres are the re-anchored reference bodies of the followed
+    env (shifted to its grid cell), and the contact overlay finds the feet on the floor with upward forces."""
+    from e2e_helpers import free_port
+    from test_motion_cli import arc_clip
+
+    from collector.envs.g1.motion import write_clip
+    from tools.play.scene import reference_bodies
+    from tools.play.web import WebViewer
+
+    clip = tmp_path / "arc.npz"
+    write_clip(clip, arc_clip(40))
+    run = tmp_path / "g1_motion_tracking" / "run"
+    write_checkpoint(run / "model_1.pt", "g1_motion_tracking", 1, 0, f"task_options.motion_file={clip}")
+    start = sources.resolve(str(run), None, "logs", None, follow=False)
+    env = make_env("g1_motion_tracking", 2, 1, 0, motion_file=str(clip))
+    session = PlaySession(env, start.policy.model, PolicySource("model_1.pt"))
+    viewer = WebViewer(session, "127.0.0.1", free_port())
+    try:
+        session.followed_env = 1
+        session.advance()
+        viewer.show_contacts.value = True
+        viewer.draw()
+        expected = reference_bodies(env, 1, viewer.poses.datas[1]) + viewer.poses.offsets[1]
+        np.testing.assert_allclose(viewer.ghost.batched_positions, expected, atol=1e-5)
+        assert "clip frame" in (viewer.refresh_text() or viewer.episode_text.content)
+        points = viewer.contact_points.points
+        assert viewer.contact_points.visible and len(points) >= 2
+        assert np.all(points[:, 2] < 0.1)  # on the floor
+        forces = viewer.contact_forces.points[:, 1] - viewer.contact_forces.points[:, 0]
+        assert forces[:, 2].sum() > 0  # the floor pushes up
+    finally:
+        viewer.close()
+        env.close()
+
+
+def test_zmq_follower_takes_published_weights_with_the_runs_curve_keys_and_joins_as_no_peer(tmp_path):
+    """Across hosts: a follower with the run's CURVE collector keys gets each published version over the PUB
+    socket; one without keys gets nothing; the learner never sees either as a peer (collector)."""
+    from e2e_helpers import free_port, wait_for
+
+    from common.rollout_spec import RolloutSpec
+    from common.task_spec import task_spec
+    from common.transport.curve import server_keys, write_keys
+    from common.transport.zmq_learner import LearnerZmq
+
+    keys = tmp_path / "keys"
+    write_keys(keys, ["collector"])
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    n = 64
+    learner = LearnerZmq(endpoint, RolloutSpec.for_task(task_spec(TASK), num_envs=4, steps=8), n, 2, 0.2, 30.0,
+                         server_keys(str(keys)))
+    keyed = sources.ZmqFollower(endpoint, n, str(keys), "collector")
+    open_ = sources.ZmqFollower(endpoint, n)
+    try:
+        got = None
+        for version in range(1, 200):  # PUB drops what it sends before the subscription is through
+            learner.publish_weights(version, np.full(n, version, np.float32))
+            got = keyed.poll(-1) or got
+            if got is not None and got[0] >= 3:
+                break
+            time.sleep(0.05)
+        assert got is not None and np.array_equal(got[1], np.full(n, got[0], np.float32))
+        learner.publish_weights(got[0] + 1, np.zeros(n, np.float32))
+        assert wait_for(lambda: keyed.poll(got[0]), 5, "the next version")[0] == got[0] + 1
+        assert open_.poll(-1) is None  # no keys, no weights
+        learner.service()
+        assert learner.collectors() == {}
+    finally:
+        keyed.close()
+        open_.close()
+        learner.close()
