@@ -119,7 +119,7 @@ def bench_e2e(task: str, num_envs: int, steps: int, iterations: int, collectors:
     cmd = [_sibling_script("appo-train"), "--task", task, "--collectors", str(collectors),
            f"algo.num_envs={num_envs}", f"algo.steps_per_env={steps}", f"algo.max_iterations={iterations}",
            f"algo.save_interval={iterations}", f"training.log_dir={log_dir}", "training.run_name=bench",
-           "training.console=false", *overrides]
+           "training.console=false", "training.no_play=true", *overrides]
     print(f"\n$ {' '.join(cmd)}", flush=True)
     proc = subprocess.run(cmd, timeout=120 + 60 * iterations, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, env={**os.environ, "APPO_LOG_FORMAT": "json"})

@@ -17,7 +17,7 @@ def train(task: str, seed: int, iterations: int, overrides: list[str], log_dir: 
     """appo-train for `iterations` updates, its output in `log`; (run directory, wall seconds)."""
     cmd = [sys.executable, "-m", "learner.train", "--task", task, f"algo.seed={seed}",
            f"algo.max_iterations={iterations}", f"algo.save_interval={iterations}", f"training.log_dir={log_dir}",
-           f"training.run_name={run_name}", "training.console=false", *overrides]
+           f"training.run_name={run_name}", "training.console=false", "training.no_play=true", *overrides]
     print(f"$ {' '.join(cmd[1:])}", flush=True)
     start = time.monotonic()
     with log.open("wb") as out:

@@ -79,7 +79,7 @@ def train(task: str, seed: int, minutes: float, save_every: int, overrides: list
     cmd = [sys.executable, "-m", "learner.train", "--task", task, "--collectors", str(collectors),
            f"algo.seed={seed}", f"algo.save_interval={save_every}", "algo.max_iterations=1000000",
            "training.keep_checkpoints=100000", f"training.log_dir={log_dir}", f"training.run_name=seed_{seed}",
-           "training.console=false", *overrides]
+           "training.console=false", "training.no_play=true", *overrides]
     print(f"$ {' '.join(cmd[1:])}", flush=True)
     with open(log_dir / f"train_seed_{seed}.log", "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)

@@ -207,6 +207,13 @@ class TrainingConfig(_Section):
     collector_restart_backoff_s: float = Field(
         1.0, ge=0, description="First restart delay; doubles each time, max 60 s."
     )
+    no_play: bool = Field(
+        False, description="Skip rendering the final policy after training (the seed's training.no_play): by "
+        "default appo-train, once it reaches algo.max_iterations, renders play.mp4 and, for velocity-command "
+        "tasks, play.png into the run directory and its TensorBoard events (tools/play_video.py).")
+    play_env_num: int = Field(16, ge=1, description="Environments the final policy is played in after training "
+                              "(the seed's training.play_env_num); the first 16 are drawn, as tiles.")
+    play_steps: int = Field(150, ge=1, description="Control steps of that play (the seed's training.play_steps).")
     status_port: int = Field(0, ge=0, le=65535, description="HTTP /metrics, /healthz, /readyz of the learner; 0 = off.")
     collector_status_port: int = Field(0, ge=0, le=65535, description="The same for appo-collector; 0 = off.")
     status_host: str = Field("0.0.0.0", description="Address the status server binds.")

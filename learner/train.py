@@ -1,4 +1,4 @@
-"""appo-train: the learner plus K local collectors over shared memory, on one machine."""
+"""appo-train: the learner plus K local collectors over shared memory on one machine, then a play of the result."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from common.logging import get_logger, setup_logging
 from common.transport.shm import LearnerShm
 from learner.learner import resolve_device
 from learner.local_collectors import LocalCollectors
+from learner.play_after import play_final_policy
 from learner.run import run_learner
 from learner.session import add_run_args, prepare
 
@@ -55,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     collectors = LocalCollectors(args.collectors, session.config_path, transport.run_dir, split.collector_threads,
                                  session.run_dir, cfg.training.collector_max_restarts,
                                  cfg.training.collector_restart_backoff_s, nice=split.collector_nice)
-    return run_learner(session, transport, stop, collectors)
+    rc = run_learner(session, transport, stop, collectors)
+    if rc == 0 and not stop.is_set() and not cfg.training.no_play:
+        play_final_policy(session.run_dir, cfg, stop)  # a failed play is a warning: the run is complete
+    return rc
 
 
 if __name__ == "__main__":

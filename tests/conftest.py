@@ -1,4 +1,5 @@
-"""Fixtures shared by every test package: a private shared-memory root, and the network-namespace lab."""
+"""Fixtures shared by every test package: a private shared-memory root, and the network-namespace lab; no play
+after training."""
 
 import os
 import subprocess
@@ -7,6 +8,10 @@ from pathlib import Path
 
 import pytest
 from netlab import netlab  # noqa: F401  (re-exported: a fixture is found by its name in a conftest)
+
+# The suite runs many short appo-train runs to completion: none renders its final policy (minutes on a CPU)
+# unless its command line says training.no_play=false, which beats this variable. Inherited by every child.
+os.environ["APPO_TRAINING__NO_PLAY"] = "true"
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from tools import video  # isort: skip
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -256,17 +257,24 @@ def quotas(episodes: int, num_envs: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def run_episodes(env, model, episodes: int, recorder: FirstEpisode | None = None) -> Results:
-    """Step every env with the deterministic policy until each has finished its share of `episodes`."""
+def run_episodes(env, model, episodes: int | None, recorder: FirstEpisode | None = None,
+                 steps: int | None = None) -> Results:
+    """Step every env with the deterministic policy until each has finished its share of `episodes`.
+
+    steps: stop after this many steps even so; with episodes None, a play of exactly `steps` steps in which
+    every finished episode is counted and its env plays on."""
     n = env.num_envs
-    quota = quotas(episodes, n)
+    # No share to finish: only `steps` ends the loop.
+    quota = quotas(episodes, n) if episodes is not None else np.full(n, np.iinfo(np.int64).max)
     results = Results()
     motion = tracks_motion(env)
     if motion:
         results.body_names = [env.model.body(int(i)).name for i in env.body_ids]
     ret, length = np.zeros(n), np.zeros(n, np.int64)
     obs, _ = env.reset()
-    while (quota > 0).any():
+    step = 0
+    while (quota > 0).any() and (steps is None or step < steps):
+        step += 1
         counted = quota > 0
         tracking = velocity_tracking(env)
         if tracking is not None:
@@ -387,16 +395,24 @@ def report(out: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run_reported(work: Callable[[argparse.Namespace], dict], args: argparse.Namespace) -> dict | int:
+    """work(args) (appo-eval's, the play's) with torch on one thread: its result, or the exit status after one
+    line naming a user's error (a checkpoint, task, clip, config or renderer problem, a missing tools extra)."""
     torch.set_num_threads(1)  # one small MLP forward per step; MuJoCo threads get the cores
     try:
-        out = evaluate(args)
+        return work(args)
     except (CheckpointError, UnknownTaskError, video.RenderError, ClipError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
         return missing_extra(exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = run_reported(evaluate, args)
+    if isinstance(out, int):
+        return out
     print(report(out))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
