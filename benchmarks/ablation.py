@@ -27,7 +27,7 @@ from benchmarks import appo_run
 CURVE_TAGS = ("Train/mean_episode_length", "Train/mean_reward", "Episode/tracking_error_xy", "Loss/learning_rate",
               "Policy/mean_std", "Train/approx_kl")
 EVAL_KEYS = ("return_mean", "length_mean", "time_limit_fraction", "velocity_xy_rms_error",
-             "commanded_xy_speed_rms", "measured_xy_speed_rms", "body_pos_error_mean", "clip_fraction_mean")
+             "commanded_xy_speed_rms", "measured_xy_speed_rms", "slope_vx", "body_pos_error_mean", "clip_fraction_mean")
 
 
 def parse_variant(text: str) -> tuple[str, list[str]]:

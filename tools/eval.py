@@ -123,6 +123,11 @@ class Results:
     sq_cmd_xy: float = 0.0  # commanded and measured xy speeds, squared: does it move as told, or stand?
     sq_meas_xy: float = 0.0
     tracked_samples: int = 0
+    # Sums for the least-squares slope of measured on commanded (vx, vy, yaw rate): 0 stands still, 1 follows.
+    sum_cmd: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    sum_meas: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    sum_cmd_sq: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    sum_cmd_meas: np.ndarray = field(default_factory=lambda: np.zeros(3))
     # Motion tracking: anchor, body and joint errors and the per-body errors summed over counted samples.
     body_names: list[str] = field(default_factory=list)
     motion_err: np.ndarray = field(default_factory=lambda: np.zeros(len(MOTION_ERRORS)))
@@ -151,6 +156,11 @@ class Results:
         self.sq_cmd_xy += float(np.square(np.asarray(commanded, np.float64)[:, :2]).sum())
         self.sq_meas_xy += float(np.square(np.asarray(measured, np.float64)[:, :2]).sum())
         self.tracked_samples += len(err)
+        cmd, meas = np.asarray(commanded, np.float64), np.asarray(measured, np.float64)
+        self.sum_cmd += cmd.sum(axis=0)
+        self.sum_meas += meas.sum(axis=0)
+        self.sum_cmd_sq += np.square(cmd).sum(axis=0)
+        self.sum_cmd_meas += (cmd * meas).sum(axis=0)
 
     def figures(self) -> dict:
         out = {
@@ -165,6 +175,11 @@ class Results:
             out["yaw_rate_rms_error"] = float(np.sqrt(self.sq_err_yaw / self.tracked_samples))
             out["commanded_xy_speed_rms"] = float(np.sqrt(self.sq_cmd_xy / self.tracked_samples))
             out["measured_xy_speed_rms"] = float(np.sqrt(self.sq_meas_xy / self.tracked_samples))
+            n = self.tracked_samples
+            spread = n * self.sum_cmd_sq - np.square(self.sum_cmd)
+            covar = n * self.sum_cmd_meas - self.sum_cmd * self.sum_meas
+            for k, name in enumerate(("vx", "vy", "yaw_rate")):
+                out[f"slope_{name}"] = float(covar[k] / spread[k]) if spread[k] > 1e-12 * n * n else None
         if self.motion_samples:
             for name, total in zip(MOTION_ERRORS, self.motion_err, strict=True):
                 out[f"{name}_mean"] = float(total / self.motion_samples)
@@ -225,16 +240,23 @@ def tracks_motion(env) -> bool:
 
 
 def reference_markers(env, state: video.RowState) -> tuple[video.Markers, ...]:
-    """Env 0's reference as drawn with the state in `state`: the clip frame that state is compared with
-    (frame - 1; a (re)start places the robot at frame s and shows s + 1), its tracked bodies re-anchored to
-    the robot's anchor (translucent green) and the clip's anchor where the clip has it (orange)."""
+    """Env 0's reference as drawn with the state in `state`: its tracked bodies re-anchored to the robot's
+    anchor (translucent green, `reference_bodies`) and the clip's anchor where the clip has it (orange)."""
+    f, a = max(int(env.frame[0]) - 1, 0), env.anchor
+    return (video.Markers(reference_bodies(env, 0, state.data)),
+            video.Markers(env.ref_pos[f, a][None], radius=0.06, rgba=(1.0, 0.5, 0.0, 0.6)))
+
+
+def reference_bodies(env, i: int, data) -> np.ndarray:
+    """Motion tracking: env i's reference bodies [b, 3] at the clip frame its state is compared with (frame - 1;
+    a (re)start places the robot at frame s and shows s + 1), re-anchored to the robot's anchor in `data`
+    (an MjData holding env i's state), as the body error compares them."""
     from collector.envs.g1.tracking import reanchor
 
-    f, a = max(int(env.frame[0]) - 1, 0), env.anchor
+    f, a = max(int(env.frame[i]) - 1, 0), env.anchor
     body = int(env.body_ids[a])
-    pos, _ = reanchor(env.ref_pos[f][None], env.ref_quat[f][None], a, state.data.xpos[body][None],
-                      state.data.xquat[body][None])
-    return video.Markers(pos[0]), video.Markers(env.ref_pos[f, a][None], radius=0.06, rgba=(1.0, 0.5, 0.0, 0.6))
+    pos, _ = reanchor(env.ref_pos[f][None], env.ref_quat[f][None], a, data.xpos[body][None], data.xquat[body][None])
+    return pos[0]
 
 
 def use_play_settings(env, max_episode_steps: int | None = None) -> None:
@@ -384,6 +406,9 @@ def report(out: dict) -> str:
                      f"yaw rate {out['yaw_rate_rms_error']:.4f} rad/s")
         lines.append(f"xy speed RMS: commanded {out['commanded_xy_speed_rms']:.4f} m/s  "
                      f"measured {out['measured_xy_speed_rms']:.4f} m/s")
+        slopes = "  ".join(f"{k} {'-' if out[f'slope_{k}'] is None else format(out[f'slope_{k}'], '.3f')}"
+                           for k in ("vx", "vy", "yaw_rate"))
+        lines.append(f"slope of measured on commanded (1 follows, 0 stands still): {slopes}")
     if "clip_fraction_mean" in out:
         lines.append(f"motion tracking mean error: anchor position {out['anchor_pos_error_mean']:.4f} m  "
                      f"body position {out['body_pos_error_mean']:.4f} m  joint position "

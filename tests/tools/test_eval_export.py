@@ -142,6 +142,25 @@ def test_velocity_tracking_hook_gives_rms_errors(tmp_path, monkeypatch):
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_slope_of_measured_on_commanded_is_the_least_squares_fit():
+    """The slope per component is numpy's least-squares fit over all counted samples: 0.5 for a robot that
+    moves at half the command plus an offset, 0 for one that stands, None where the command never varies."""
+    rng = np.random.default_rng(0)
+    results = appo_eval.Results()
+    commands = [rng.uniform(-1, 1, (8, 3)) for _ in range(5)]
+    for cmd in commands:
+        cmd[:, 1] = 0.3  # vy constant: no slope to fit
+        measured = np.stack([0.5 * cmd[:, 0] + 0.1, np.zeros(8), np.zeros(8)], axis=1)
+        results.add_tracking(cmd, measured)
+    results.add_episode(1.0, 1, True)
+    figures = results.figures()
+    everything = np.concatenate(commands)
+    assert figures["slope_vx"] == pytest.approx(np.polyfit(everything[:, 0], 0.5 * everything[:, 0] + 0.1, 1)[0])
+    assert figures["slope_vx"] == pytest.approx(0.5)
+    assert figures["slope_vy"] is None
+    assert figures["slope_yaw_rate"] == pytest.approx(0.0, abs=1e-12)
+
+
 def test_video_has_one_frame_per_step_of_the_first_episode(tmp_path):
     """--video writes a playable MP4 of env 0's first episode (one frame per step) plus a PNG plot, into folders
     it makes."""

@@ -151,7 +151,7 @@ def test_page_draws_the_motion_ghost_at_the_reference_and_contacts_under_the_fee
     from test_motion_cli import arc_clip
 
     from collector.envs.g1.motion import write_clip
-    from tools.play.scene import reference_bodies
+    from tools.eval import reference_bodies
     from tools.play.web import WebViewer
 
     clip = tmp_path / "arc.npz"

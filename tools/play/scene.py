@@ -118,17 +118,6 @@ class EnvPoses:
         return points, forces
 
 
-def reference_bodies(env, i: int, data: mujoco.MjData) -> np.ndarray:
-    """Motion tracking: env i's reference bodies [b, 3] at the frame its state is compared with (frame - 1),
-    re-anchored to the robot's anchor in `data` (as the body error compares them)."""
-    from collector.envs.g1.tracking import reanchor
-
-    f, a = max(int(env.frame[i]) - 1, 0), env.anchor
-    body = int(env.body_ids[a])
-    pos, _ = reanchor(env.ref_pos[f][None], env.ref_quat[f][None], a, data.xpos[body][None], data.xquat[body][None])
-    return pos[0]
-
-
 def _quat_matrix(q: np.ndarray) -> np.ndarray:
     m = np.empty(9)
     mujoco.mju_quat2Mat(m, np.asarray(q, np.float64))

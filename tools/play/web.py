@@ -20,7 +20,8 @@ import viser.uplot
 
 from common.checkpoint_io import CheckpointError, load_policy
 from common.logging import get_logger
-from tools.play.scene import EnvPoses, body_meshes, reference_bodies
+from tools.eval import reference_bodies
+from tools.play.scene import EnvPoses, body_meshes
 from tools.play.session import Pacer, PlaySession, PolicySource
 
 log = get_logger("play")
