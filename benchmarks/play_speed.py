@@ -8,14 +8,16 @@ page:         appo-play on RUN's latest checkpoint with a headless chromium on i
               each 0.5 s for --seconds at 1x, then with the speed slider at its 4x maximum: at 4x the figure
               is as fast as the server can step, draw and stream.
 follow-cost:  one appo-train run of --task; after a warm-up its received env steps (the learner's
-              /metrics) are counted over alternating windows without and with `appo-play --follow` (and a
-              headless chromium on the page, unless --no-browser), --rounds pairs; the cost is 1 - (with /
-              without), the median of the pairs' own ratios, so the run's slow drifts divide out.
+              /metrics, polled every 50 ms and timed from the first to the last rollout that arrived) over
+              alternating windows without and with `appo-play --follow --envs N` watched by --client, --rounds
+              pairs; the cost is 1 - (with / without), the median of
+              the pairs' own ratios, so the run's slow drifts divide out.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -46,7 +48,7 @@ def free_port() -> int:
 class Player:
     """appo-play as a subprocess, its stdout collected, optionally with a headless chromium on its page."""
 
-    def __init__(self, args: list[str], browser: bool):
+    def __init__(self, args: list[str], client: str):
         self.port = free_port()
         self.proc = subprocess.Popen([str(BIN / "appo-play"), *args, "--port", str(self.port)],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -58,8 +60,10 @@ class Player:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"error: appo-play did not start (exit {self.proc.poll()})")
             time.sleep(0.1)
-        self._pw = self.page = self._browser = None
-        if browser:
+        self._pw = self.page = self._browser = self._remote = None
+        if client == "ws":
+            self._remote = RemotePage(f"ws://localhost:{self.port}")
+        if client == "chromium":
             from playwright.sync_api import sync_playwright
 
             self._pw = sync_playwright().start()
@@ -79,11 +83,45 @@ class Player:
         box.press("Enter")
 
     def close(self) -> None:
+        if self._remote is not None:
+            self._remote.close()
         if self._browser is not None:
             self._browser.close()
             self._pw.stop()
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=30)
+
+
+class RemotePage:
+    """Stands in for a browser on another machine: a websocket client of the page that announces a camera,
+    as the browser does, and takes in every message the server sends (no rendering on this host)."""
+
+    CAMERA = {"type": "ViewerCameraMessage", "wxyz": [1.0, 0.0, 0.0, 0.0], "position": [2.0, -2.0, 1.0],
+              "fov": 1.0, "near": 0.01, "far": 100.0, "image_height": 800, "image_width": 1280,
+              "look_at": [0.0, 0.0, 0.0], "up_direction": [0.0, 0.0, 1.0]}
+
+    def __init__(self, url: str):
+        self.url, self.received = url, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self._thread.start()
+
+    async def _run(self) -> None:
+        import msgspec
+        import viser
+        import websockets
+
+        async with websockets.connect(self.url, subprotocols=[f"viser-v{viser.__version__}"], max_size=None) as ws:
+            await ws.send(msgspec.msgpack.encode(self.CAMERA))
+            while not self._stop.is_set():
+                try:
+                    self.received += len(await asyncio.wait_for(ws.recv(), timeout=0.5))
+                except asyncio.TimeoutError:
+                    continue
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 def chromium() -> str:
@@ -96,7 +134,7 @@ def chromium() -> str:
 def page_speed(args) -> dict:
     """The page's real-time factor at 1x and at the 4x maximum."""
     player = Player(["--load-run", args.load_run, "--envs", str(args.envs)] + (["--task", args.task] if args.task
-                                                                              else []), browser=True)
+                                                                              else []), client="chromium")
     out = {"envs": args.envs, "load_run": args.load_run}
     try:
         for speed in (1.0, 4.0):
@@ -122,6 +160,26 @@ def page_speed(args) -> dict:
 def metric(port: int, name: str) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     return float(re.search(rf"^{name} ([0-9.e+]+)$", text, re.M).group(1))
+
+
+def arrival_rate(port: int, seconds: float) -> float:
+    """Env steps per second the learner received over `seconds`, timed from the first to the last arrival.
+
+    The counter moves a whole rollout at a time; timing between arrivals, not window edges, keeps that
+    step from blurring a comparison of a few percent."""
+    seen: list[tuple[float, float]] = []
+    end = time.monotonic() + seconds
+    last = metric(port, "appo_env_steps_total")
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        steps = metric(port, "appo_env_steps_total")
+        if steps != last:
+            seen.append((time.monotonic(), steps))
+            last = steps
+    if len(seen) < 2:
+        raise SystemExit(f"error: fewer than two rollouts arrived in {seconds:g} s; give a longer --window")
+    (t0, s0), (t1, s1) = seen[0], seen[-1]
+    return (s1 - s0) / (t1 - t0)
 
 
 def follow_cost(args) -> dict:
@@ -153,15 +211,12 @@ def follow_cost(args) -> dict:
                     player = None
                     if kind == "with":
                         player = Player(["--follow", "--load-run", str(run), "--envs", str(args.envs)],
-                                        browser=not args.no_browser)
+                                        client=args.client)
                         time.sleep(3.0)  # its start-up (imports, model) is not part of following
-                    s0, t0 = metric(status_port, "appo_env_steps_total"), time.monotonic()
-                    time.sleep(args.window)
-                    s1, t1 = metric(status_port, "appo_env_steps_total"), time.monotonic()
+                    rates[kind].append(arrival_rate(status_port, args.window))
                     if player is not None:
                         connected.append(metric(status_port, "appo_collectors_connected"))
                         player.close()
-                    rates[kind].append((s1 - s0) / (t1 - t0))
                     print(f"round {r + 1} {kind:>7} a follower: {rates[kind][-1]:,.0f} env-steps/s", flush=True)
         finally:
             train.send_signal(signal.SIGTERM)
@@ -170,7 +225,8 @@ def follow_cost(args) -> dict:
     cost = 1.0 - float(np.median(ratios))
     print(f"following costs the run {100 * cost:.2f}% of its env steps per second (median of {len(ratios)} pairs; "
           f"collectors the learner counted while followed: {sorted(set(connected))})")
-    return {"task": args.task, "window_s": args.window, "rounds": args.rounds, "browser": not args.no_browser,
+    return {"task": args.task, "window_s": args.window, "rounds": args.rounds, "client": args.client,
+            "follower_envs": args.envs,
             "rates": rates, "ratios": ratios, "cost": cost, "collectors_while_followed": connected}
 
 
@@ -185,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=float, default=45.0, help="follow cost: seconds per window (default 45)")
     p.add_argument("--rounds", type=int, default=2, help="follow cost: pairs of windows (default 2)")
     p.add_argument("--warmup", type=float, default=30.0, help="follow cost: seconds before the first window")
-    p.add_argument("--no-browser", action="store_true", help="follow cost: no browser on the follower's page")
+    p.add_argument("--client", choices=("ws", "chromium", "none"), default="ws",
+                   help="follow cost: who watches the follower's page: ws (a websocket client taking every "
+                        "message, as a browser on another machine; default), chromium (a headless browser on "
+                        "this host, rendering WebGL in software on its cores) or none")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     if args.follow_cost:

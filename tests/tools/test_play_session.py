@@ -14,7 +14,7 @@ from collector.envs import make_env
 from common.checkpoint_io import CheckpointError
 from common.policy import flat_weights
 from tools.play import sources
-from tools.play.scene import EnvPoses, body_meshes, env_offsets
+from tools.play.scene import EnvPoses, env_offsets, instance_poses, matrix_to_wxyz, shapes
 from tools.play.session import PlaySession, PolicySource
 
 TASK = "go2_joystick_flat"
@@ -127,21 +127,54 @@ def test_run_without_checkpoints_says_so_unless_followed(tmp_path):
     assert start.policy is None and start.config.task == TASK and start.run_dir == run
 
 
-def test_scene_meshes_and_poses_come_from_the_task_model():
-    """Every drawn body has triangles; poses are MuJoCo's body frames, each env shifted to its own grid cell."""
+def test_scene_instances_sit_on_the_task_models_geoms():
+    """Every visible geom is drawn (a capsule as a cylinder and two spheres) at MuJoCo's geom pose in its env's
+    grid cell, scaled to its size; the contact overlay reads finite forces."""
+    import mujoco
+
     env = make_env(TASK, 4, 1, 0)
     try:
         env.reset()
-        meshes = body_meshes(env.model)
-        assert len(meshes) >= 13 and all(len(m.faces) > 0 for m in meshes)  # trunk and 12 leg links
-        poses = EnvPoses(env.model, 4)
-        pos, quat_ = poses.update(env.qpos)
-        np.testing.assert_allclose(pos[2, 1] - env_offsets(4)[2], env.qpos[2, :3], atol=1e-12)  # the trunk
-        np.testing.assert_allclose(np.abs(quat_[2, 1]), np.abs(env.qpos[2, 3:7]), atol=1e-12)
+        m = env.model
+        drawn = sorted({g for shape in shapes(m) for g in shape.geoms})
+        visible = [g for g in range(m.ngeom) if m.geom_bodyid[g] and m.geom_group[g] <= 2]
+        assert drawn == visible and len(drawn) >= 13
+        poses = EnvPoses(m, 4)
+        pos, rot = poses.update(env.qpos)
+        for shape in shapes(m):
+            p, q = instance_poses(shape, pos, rot)
+            k = len(shape.geoms)
+            for j, g in enumerate(shape.geoms):
+                d = mujoco.MjData(m)
+                d.qpos[:] = env.qpos[2]
+                mujoco.mj_kinematics(m, d)
+                expected = d.geom_xpos[g] + d.geom_xmat[g].reshape(3, 3) @ shape.offsets[j] + env_offsets(4)[2]
+                np.testing.assert_allclose(p[2 * k + j], expected, atol=1e-9)
+                ref = np.zeros(4)
+                mujoco.mju_mat2Quat(ref, d.geom_xmat[g])
+                assert abs(abs(np.dot(q[2 * k + j], ref)) - 1.0) < 1e-9
+                size = m.geom_size[g]
+                if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_BOX:
+                    np.testing.assert_allclose(shape.scales[j], size)
         points, forces = poses.contacts(0, env.qpos[0], env.qvel[0], env.ctrl[0])
         assert points.shape == forces.shape and np.all(np.isfinite(forces))
     finally:
         env.close()
+
+
+def test_matrix_to_wxyz_agrees_with_mujoco_for_any_rotation():
+    """The vectorised conversion gives MuJoCo's quaternion (up to sign) for random and half-turn rotations."""
+    import mujoco
+
+    rng = np.random.default_rng(0)
+    quats = rng.normal(size=(200, 4))
+    quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+    quats = np.concatenate([quats, [[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0.5**0.5, -(0.5**0.5), 0]]])
+    mats = np.empty((len(quats), 9))
+    for q, out in zip(quats, mats, strict=True):
+        mujoco.mju_quat2Mat(out, q)
+    got = matrix_to_wxyz(mats.reshape(-1, 3, 3))
+    np.testing.assert_allclose(np.abs(np.sum(got * quats, axis=1)), 1.0, atol=1e-9)
 
 
 def test_page_draws_the_motion_ghost_at_the_reference_and_contacts_under_the_feet(tmp_path):

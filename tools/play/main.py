@@ -58,6 +58,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--curve-dir", help="with --follow tcp://...: the run's CurveZMQ key directory "
                                        "(default: the run's transport.curve_dir)")
     p.add_argument("--curve-name", default="collector", help="the key pair of --curve-dir to use (default collector)")
+    p.add_argument("--priority", choices=("idle", "normal"),
+                   help="CPU priority: idle (SCHED_IDLE: only cycles nothing else wants, so a run on the same host "
+                        "comes first; the page shows the real-time factor it gets) or normal; default idle with "
+                        "--follow on this host, else normal")
     p.add_argument("--seed", type=int, default=0, help="environment seed (default 0)")
     p.add_argument("--threads", type=int, help="MuJoCo stepping threads (default: 1)")
     args = p.parse_args(argv)
@@ -97,6 +101,17 @@ def make_follower(args: argparse.Namespace, start: sources.Start, num_weights: i
     return sources.ZmqFollower(args.follow, num_weights, curve_dir, args.curve_name)
 
 
+def lower_priority() -> None:
+    """SCHED_IDLE for this process and its threads: the training run it watches on this host keeps its cores."""
+    import os
+
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError) as exc:  # not Linux, or not allowed: the lowest niceness instead
+        log.warning("idle priority unavailable; running at nice 19", error=str(exc))
+        os.nice(19)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging("play")
@@ -113,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         num_weights = sum(t.numel() for t in session.model.state_dict().values())
         follower = make_follower(args, start, num_weights)
+        if (args.priority or ("idle" if args.follow == "local" else "normal")) == "idle":
+            lower_priority()
         if args.viewer == "native":
             from tools.play.native import NativeViewer
 

@@ -21,13 +21,13 @@ import viser.uplot
 from common.checkpoint_io import CheckpointError, load_policy
 from common.logging import get_logger
 from tools.eval import reference_bodies
-from tools.play.scene import EnvPoses, body_meshes
+from tools.play.scene import EnvPoses, instance_poses, shapes
 from tools.play.session import Pacer, PlaySession, PolicySource
 
 log = get_logger("play")
 
-DRAW_HZ = 30.0
-TEXT_HZ = 5.0
+DRAW_HZ = 20.0  # redraws per wall second: smooth enough to watch, cheap beside a training run
+TEXT_HZ = 4.0
 FOLLOW_POLL_S = 0.1
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0)
 NUDGE = np.array([0.1, 0.1, 0.2])  # vx, vy (m/s) and yaw rate (rad/s) per key press, as the seed's viewer
@@ -80,15 +80,15 @@ class WebViewer:
         scene, env = self.server.scene, self.session.env
         scene.set_up_direction("+z")
         scene.add_grid("/floor", width=40.0, height=40.0, plane="xy", cell_size=0.5, section_size=2.5)
-        self.bodies = body_meshes(env.model)
-        n = env.num_envs
-        pos, quat = self.poses.update(env.qpos)
-        self.body_nodes = []
-        for b in self.bodies:
-            self.body_nodes.append(scene.add_batched_meshes_simple(
-                f"/robots/body_{b.body}", b.vertices, b.faces, batched_wxyzs=quat[:, b.body],
-                batched_positions=pos[:, b.body], batched_colors=np.tile(np.array(b.rgb, np.uint8), (n, 1)),
-                lod="off"))
+        self.shapes = shapes(env.model)
+        pos, rot = self.poses.update(env.qpos)
+        self.shape_nodes = []
+        for shape in self.shapes:
+            p, q = instance_poses(shape, pos, rot)
+            self.shape_nodes.append(scene.add_batched_meshes_simple(
+                f"/robots/{shape.name}", shape.vertices, shape.faces, batched_wxyzs=q, batched_positions=p,
+                batched_scales=np.tile(np.asarray(shape.scales, np.float32), (env.num_envs, 1)),
+                batched_colors=np.tile(np.asarray(shape.colours, np.uint8), (env.num_envs, 1)), lod="off"))
         self.contact_points = scene.add_point_cloud("/contacts/points", np.zeros((1, 3)), colors=(255, 40, 40),
                                                     point_size=0.04, visible=False)
         self.contact_forces = scene.add_line_segments("/contacts/forces", np.zeros((1, 2, 3)), colors=(255, 40, 40),
@@ -101,7 +101,7 @@ class WebViewer:
                 batched_wxyzs=np.tile([1.0, 0, 0, 0], (len(env.body_ids), 1)),
                 batched_positions=np.zeros((len(env.body_ids), 3)), batched_colors=(40, 220, 80), opacity=0.45,
                 cast_shadow=False)
-        root = pos[0, 1]
+        root = self._root(0)
         self.server.initial_camera.position = tuple(root + CAMERA_OFFSET)
         self.server.initial_camera.look_at = tuple(root)
 
@@ -244,10 +244,11 @@ class WebViewer:
             if s.due():
                 s.advance()
                 self.pacer.stepped(s.sim_time)
-            if now - self._last_draw >= 1.0 / DRAW_HZ:
+            watched = bool(self.server.get_clients())  # nobody on the page: nothing to draw or send
+            if watched and now - self._last_draw >= 1.0 / DRAW_HZ:
                 self.draw()
                 self._last_draw = now
-            if now - self._last_text >= 1.0 / TEXT_HZ:
+            if watched and now - self._last_text >= 1.0 / TEXT_HZ:
                 self.refresh_text()
                 self._last_text = now
             if on_frame is not None:
@@ -269,12 +270,13 @@ class WebViewer:
     def draw(self) -> None:
         """Move every body node to its envs' poses; camera, contacts and reference follow the chosen env."""
         s, env = self.session, self.session.env
-        pos, quat = self.poses.update(env.qpos)
+        pos, rot = self.poses.update(env.qpos)
         i = s.followed_env
         with self.server.atomic():
-            for b, node in zip(self.bodies, self.body_nodes, strict=True):
-                node.batched_positions = pos[:, b.body].astype(np.float32)
-                node.batched_wxyzs = quat[:, b.body].astype(np.float32)
+            for shape, node in zip(self.shapes, self.shape_nodes, strict=True):
+                p, q = instance_poses(shape, pos, rot)
+                node.batched_positions = p.astype(np.float32)
+                node.batched_wxyzs = q.astype(np.float32)
             if self.show_contacts.value:
                 points, forces = self.poses.contacts(i, env.qpos[i], env.qvel[i], env.ctrl[i])
                 if len(points):
@@ -287,7 +289,11 @@ class WebViewer:
             if self.ghost is not None:
                 ref = reference_bodies(env, i, self.poses.datas[i]) + self.poses.offsets[i]
                 self.ghost.batched_positions = ref.astype(np.float32)
-        self._move_cameras(pos[i, 1])
+        self._move_cameras(self._root(i))
+
+    def _root(self, i: int) -> np.ndarray:
+        """Where env i's robot is drawn: its root body (the first below the world), offset to its grid cell."""
+        return self.poses.datas[i].xpos[1] + self.poses.offsets[i]
 
     def _on_connect(self, client) -> None:
         self._offsets[client.client_id] = CAMERA_OFFSET.copy()
