@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import trimesh
 import viser
 import viser.uplot
 
@@ -95,7 +96,7 @@ class WebViewer:
                                                       line_width=3.0, visible=False)
         self.ghost = None
         if hasattr(env, "ref_pos"):
-            sphere = __import__("trimesh").creation.icosphere(subdivisions=2, radius=0.05)
+            sphere = trimesh.creation.icosphere(subdivisions=2, radius=0.05)
             self.ghost = scene.add_batched_meshes_simple(
                 "/reference", np.asarray(sphere.vertices, np.float32), np.asarray(sphere.faces, np.uint32),
                 batched_wxyzs=np.tile([1.0, 0, 0, 0], (len(env.body_ids), 1)),
