@@ -102,7 +102,7 @@ def make_follower(args: argparse.Namespace, start: sources.Start, num_weights: i
 
 
 def lower_priority() -> None:
-    """SCHED_IDLE for this process and its threads: the training run it watches on this host keeps its cores."""
+    """SCHED_IDLE for the calling thread and the threads it starts: a run on this host keeps its cores."""
     import os
 
     try:
@@ -128,11 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         num_weights = sum(t.numel() for t in session.model.state_dict().values())
         follower = make_follower(args, start, num_weights)
-        if (args.priority or ("idle" if args.follow == "local" else "normal")) == "idle":
-            lower_priority()
+        idle = (args.priority or ("idle" if args.follow == "local" else "normal")) == "idle"
         if args.viewer == "native":
             from tools.play.native import NativeViewer
 
+            if idle:  # before the viewer starts its render thread: all of it at idle priority
+                lower_priority()
             viewer = NativeViewer(session)
         else:
             from tools.play.web import WebViewer
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"appo-play: http://localhost:{args.port}  ({session.env.spec.name}, {args.envs} envs, "
                   f"policy {session.source.label}" + (f", following {follower.where}" if follower else "") + ")",
                   flush=True)
+            if idle:  # the simulation loop only (Linux sets it per thread): the websocket and follower
+                lower_priority()  # threads stay responsive, and send only what the idle loop produces
         viewer.run(stop)
     except (OSError, RuntimeError) as exc:  # a port in use, no display, an unreachable learner
         print(f"error: {exc}", file=sys.stderr)

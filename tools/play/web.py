@@ -2,7 +2,8 @@
 
 viser serves its own prebuilt client (inside its wheel, so it works offline) and pushes scene and GUI
 updates over one websocket.  The loop here steps the session at the chosen speed and redraws at most
-DRAW_HZ; plots and text refresh at TEXT_HZ.  Keys (viser's command hotkeys), the seed's: space pause, N step,
+DRAW_HZ; plots and text refresh at TEXT_HZ.  A follower is polled by a thread of its own, which also writes
+the status line, so a new version reaches the page even while the loop is starved by a run on this host.  Keys (viser's command hotkeys), the seed's: space pause, N step,
 Backspace reset, up/down vx, left/right yaw rate, Enter zero; A/D vy.
 """
 
@@ -72,8 +73,14 @@ class WebViewer:
         self.server.on_client_connect(self._on_connect)
         self._build_scene()
         self._build_gui(checkpoints or {})
-        self._last_draw = self._last_text = self._last_poll = 0.0
+        self._last_draw = self._last_text = 0.0
+        self._status_lock = threading.Lock()
         self.pacer = Pacer(env.spec.control_dt)
+        self._closed = threading.Event()
+        self._follow_thread = None
+        if follower is not None:
+            self._follow_thread = threading.Thread(target=self._follow, name="play-follow", daemon=True)
+            self._follow_thread.start()
 
     # ------------------------------------------------------------ layout
 
@@ -239,9 +246,6 @@ class WebViewer:
         s = self.session
         while not stop.is_set():
             now = time.monotonic()
-            if self.follower is not None and now - self._last_poll >= FOLLOW_POLL_S:
-                self._poll_follower()
-                self._last_poll = now
             if s.due():
                 s.advance()
                 self.pacer.stepped(s.sim_time)
@@ -259,14 +263,25 @@ class WebViewer:
             else:
                 self.pacer.wait(s.speed, stop)
 
-    def _poll_follower(self) -> None:
+    def _follow(self) -> None:
+        # Its own thread, at the priority the viewer was built with (the loop may run at idle priority).
+        while not self._closed.wait(FOLLOW_POLL_S):
+            if self.poll_follower():
+                self.refresh_status()
+
+    def poll_follower(self) -> bool:
+        """Offer the follower's newest version to the session; whether there was one."""
         s = self.session
-        newest = s.pending[0].version if s.pending and s.pending[0].version is not None else s.source.version
+        with s.lock:
+            pending = s.pending
+        newest = pending[0].version if pending and pending[0].version is not None else s.source.version
         got = self.follower.poll(-1 if newest is None else newest)
-        if got is not None:
-            version, flat = got
-            s.offer(PolicySource(f"weights v{version} from {self.follower.where}", version), flat)
-            log.info("weights received", version=version)
+        if got is None:
+            return False
+        version, flat = got
+        s.offer(PolicySource(f"weights v{version} from {self.follower.where}", version), flat)
+        log.info("weights received", version=version)
+        return True
 
     def draw(self) -> None:
         """Move every body node to its envs' poses; camera, contacts and reference follow the chosen env."""
@@ -315,16 +330,23 @@ class WebViewer:
                 client.camera.look_at = root
                 client.camera.position = root + offset
 
+    def refresh_status(self) -> None:
+        """The status line: task, sim time, speed, the policy's version and age, the version waiting."""
+        s = self.session
+        with s.lock:
+            source, pending, paused = s.source, s.pending, s.paused
+        age = time.monotonic() - source.arrived
+        version = f"weights v{source.version}, {age:.1f} s old" if source.version is not None else source.label
+        state = "paused" if paused else f"{self.pacer.realtime_factor():.2f}x real time"
+        nxt = f" (next: {pending[0].label})" if pending else ""
+        with self._status_lock:
+            self.status.content = (f"**{s.env.spec.name}**, {s.env.num_envs} envs · sim time {s.sim_time:.2f} s · "
+                                   f"{state}  \npolicy: {version}{nxt}")
+
     def refresh_text(self) -> None:
         s = self.session
         f = s.followed
-        source = s.source
-        age = time.monotonic() - source.arrived
-        version = f"weights v{source.version}, {age:.1f} s old" if source.version is not None else source.label
-        state = "paused" if s.paused else f"{self.pacer.realtime_factor():.2f}x real time"
-        nxt = f" (next: {s.pending[0].label})" if s.pending else ""
-        self.status.content = (f"**{s.env.spec.name}**, {s.env.num_envs} envs · sim time {s.sim_time:.2f} s · "
-                               f"{state}  \npolicy: {version}{nxt}")
+        self.refresh_status()
         frame = s.frame()
         lines = [f"episode {f.episodes + 1}: {f.time:.2f} s, return {f.ret:.3f}"]
         if f.episodes:
@@ -340,6 +362,9 @@ class WebViewer:
         self.terms_text.content = reward_bars(f.terms, f.term_sums)
 
     def close(self) -> None:
+        self._closed.set()
+        if self._follow_thread is not None:
+            self._follow_thread.join(timeout=2.0)
         self.server.stop()
 
 
