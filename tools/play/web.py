@@ -3,7 +3,8 @@
 viser serves its own prebuilt client (inside its wheel, so it works offline) and pushes scene and GUI
 updates over one websocket.  The loop here steps the session at the chosen speed and redraws at most
 DRAW_HZ; plots and text refresh at TEXT_HZ.  A follower is polled by a thread of its own, which also writes
-the status line, so a new version reaches the page even while the loop is starved by a run on this host.  Keys (viser's command hotkeys), the seed's: space pause, N step,
+the status line, so a new version reaches the page even while the loop is starved by a run on this host.
+Keys (viser's command hotkeys), the seed's: space pause, N step,
 Backspace reset, up/down vx, left/right yaw rate, Enter zero; A/D vy.
 """
 
