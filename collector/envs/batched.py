@@ -1,8 +1,8 @@
-"""N copies of one MuJoCo task stepped together: native-threaded physics, NumPy for the rest.
+"""N copies of one MuJoCo-model task stepped together: native-threaded physics, NumPy for the rest.
 
-Per step the only Python work is O(1) NumPy calls over all N environments: clip
-the actions into the batch's ctrl rows, one native call that advances every
-simulation `frame_skip` substeps on the thread pool (GIL released), then the
+The physics is an engine behind collector/envs/physics (MuJoCo by default, `sim=`).  Per step
+the only Python work is O(1) NumPy calls over all N environments: clip the actions into the
+ctrl rows, one native call that advances every simulation `frame_skip` substeps (GIL released), then the
 observation, reward terms, termination, truncation and auto-reset of finished
 rows as whole-array operations.  Results are bit-identical at any thread count.
 """
@@ -19,7 +19,7 @@ import gymnasium
 import mujoco
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_NONE, NativeBatch, make_stepper
+from collector.envs.physics import STAGE_NONE, UnknownSimError, make_physics, make_stepper
 from common.task_spec import TaskSpec, task_spec
 
 GYM_ASSETS = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
@@ -74,12 +74,14 @@ class BatchedEnv(ABC):
     `_fill_obs` and `_compute_terms`; they may hook `_before_physics`,
     `_after_physics` and `_after_reset`.  A task that is not a Gymnasium file,
     maps actions to controls otherwise, or gives the critic more than the
-    observation overrides `_make_model`, `_apply_actions` or `_fill_critic`.
+    observation overrides `_model_xml`, `_apply_actions` or `_fill_critic`.
     """
 
     task: str
     xml_file: str
     frame_skip: int
+    # The physics engines (collector/envs/physics) the task runs on: a Gymnasium file, MuJoCo only.
+    sims: tuple[str, ...] = ("mujoco",)
     # One mjData per simulation, kept between calls: needed by a task that runs
     # a native function on the data a step left behind (see _mjbatch).
     persistent: bool = False
@@ -93,9 +95,12 @@ class BatchedEnv(ABC):
     on_episode_end = None
 
     def __init__(self, num_envs: int, num_threads: int, seed: int,
-                 max_episode_steps: int | None = None, stepper: ThreadPoolExecutor | None = None):
+                 max_episode_steps: int | None = None, stepper: ThreadPoolExecutor | None = None,
+                 sim: str = "mujoco"):
         """stepper: the thread `step_async` runs the physics on, shared by envs that must take turns
-        (see NativeBatch); None: the env's own."""
+        (see EnvGroups); None: the env's own.  sim: the physics engine, one of the task's `sims`."""
+        if sim not in self.sims:
+            raise UnknownSimError(f"task {self.task} runs on {' and '.join(self.sims)}, not {sim!r}")
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if max_episode_steps is not None and max_episode_steps < 1:
@@ -103,15 +108,15 @@ class BatchedEnv(ABC):
         self.spec: TaskSpec = task_spec(self.task)
         self.num_envs = num_envs
         self.max_episode_steps = max_episode_steps or self.spec.max_episode_steps
-        self.model = self._make_model()
+        self.sim = sim
+        xml = self._model_xml()
+        self.model = mujoco.MjModel.from_xml_string(xml) if xml is not None else self._make_model()
         self.dt = self.model.opt.timestep * self.frame_skip  # Gymnasium's MujocoEnv.dt
         self._check_spec()
         self.rng = np.random.default_rng(seed)
         self._closed = False
-        self._sim = NativeBatch(self.model, num_envs, num_threads, self.persistent, stepper)
-        self.qpos = self._sim.component(mujoco.mjtState.mjSTATE_QPOS)
-        self.qvel = self._sim.component(mujoco.mjtState.mjSTATE_QVEL)
-        self._ctrl = self._sim.component(mujoco.mjtState.mjSTATE_CTRL)
+        self._sim = make_physics(sim, self.model, num_envs, num_threads, self.persistent, stepper, xml)
+        self.qpos, self.qvel, self._ctrl = self._sim.qpos, self._sim.qvel, self._sim.ctrl
         self._ctrl_low = self.model.actuator_ctrlrange[:, 0].copy()
         self._ctrl_high = self.model.actuator_ctrlrange[:, 1].copy()
         self.init_qpos = self.model.qpos0.copy()
@@ -195,8 +200,12 @@ class BatchedEnv(ABC):
 
     # ------------------------------------------------------------- task hooks
 
+    def _model_xml(self) -> str | None:
+        """The task's MJCF text; None: Gymnasium's XML file `xml_file` (read by `_make_model`)."""
+        return None
+
     def _make_model(self) -> mujoco.MjModel:
-        """The task's model: by default Gymnasium's XML file `xml_file`."""
+        """The model of a task without `_model_xml`: Gymnasium's XML file `xml_file`."""
         return mujoco.MjModel.from_xml_path(os.path.join(GYM_ASSETS, self.xml_file))
 
     def _apply_actions(self, actions: np.ndarray) -> None:
@@ -265,8 +274,7 @@ class BatchedEnv(ABC):
     def _load_rows(self, ids: np.ndarray | None, qpos: np.ndarray, qvel: np.ndarray) -> None:
         rows = slice(None) if ids is None else ids
         self._sim.reset(ids)
-        self.qpos[rows] = qpos
-        self.qvel[rows] = qvel
+        self._sim.set_state(ids, qpos, qvel)
         self._steps[rows] = 0
         self._after_reset(ids)
         r = self._result

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from collector.envs._mjbatch import RNE_POST_CONSTRAINT, STAGE_NONE, STAGE_POS
 from collector.envs.batched import BatchedEnv
+from collector.envs.physics.mujoco import RNE_POST_CONSTRAINT, STAGE_NONE, STAGE_POS
 
 
 def _sum_squares(x: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -27,9 +27,9 @@ from abc import abstractmethod
 import mujoco
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_VEL
 from collector.envs.batched import BatchedEnv, any_of
 from collector.envs.g1.model import FEET, build_xml
+from collector.envs.physics import STAGE_VEL
 
 DECIMATION = 4
 ACTION_SCALE_FACTOR = 0.25  # scale_j = 0.25 * effort_j / kp_j
@@ -79,9 +79,9 @@ class G1Env(BatchedEnv):
                                          axis=1)
         self.foot_geoms = np.array([i for i in range(m.ngeom) if m.geom(i).name.startswith(FEET)
                                     and m.geom(i).name.endswith("_collision")])
-        friction = self._sim.expand("geom_friction").reshape(n, m.ngeom, 3)
+        friction = self._sim.field("geom_friction").reshape(n, m.ngeom, 3)
         friction[:, self.foot_geoms, 0] = self.foot_friction[:, None]
-        ipos = self._sim.expand("body_ipos").reshape(n, m.nbody, 3)
+        ipos = self._sim.field("body_ipos").reshape(n, m.nbody, 3)
         ipos[:, m.body("torso_link").id] += self.torso_com_offset
 
     # ------------------------------------------------------------------ public
@@ -104,12 +104,12 @@ class G1Env(BatchedEnv):
 
     # ------------------------------------------------------------- task hooks
 
-    def _make_model(self) -> mujoco.MjModel:
+    def _model_xml(self) -> str:
         xml = build_xml()
         if xml.count("  </sensor>") != 1:
             raise RuntimeError("the G1 MJCF has no single <sensor> section to extend")
         sensors = "\n".join((*self.task_sensors, SELF_COLLISION_SENSOR))
-        return mujoco.MjModel.from_xml_string(xml.replace("  </sensor>", sensors + "\n  </sensor>"))
+        return xml.replace("  </sensor>", sensors + "\n  </sensor>")
 
     def _apply_actions(self, actions):
         np.copyto(self._prev_actions, self.last_actions)

@@ -54,10 +54,10 @@ from pathlib import Path
 
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_VEL
 from collector.envs.batched import non_finite
 from collector.envs.g1.base import G1Env, count_self_collisions, noise_bounds, rotate, rotate_inv, sensor_slice
 from collector.envs.g1.motion import ClipError, MotionClip, load_clip, quat_mul
+from collector.envs.physics import STAGE_VEL
 
 # Motion command "motion".
 ANCHOR_BODY = "torso_link"
@@ -148,10 +148,10 @@ class G1MotionTracking(G1Env):
     push_vel = PUSH_VEL
 
     def __init__(self, num_envs: int, num_threads: int, seed: int, max_episode_steps: int | None = None,
-                 stepper=None, motion_file: str | Path | None = None):
+                 stepper=None, motion_file: str | Path | None = None, sim: str = "mujoco"):
         """motion_file: the reference clip (.npz, BeyondMimic layout, 50 fps); ClipError if missing or refused."""
         self.clip = load_motion_file(motion_file)  # before any simulation is built
-        super().__init__(num_envs, num_threads, seed, max_episode_steps=max_episode_steps, stepper=stepper)
+        super().__init__(num_envs, num_threads, seed, max_episode_steps=max_episode_steps, stepper=stepper, sim=sim)
         n, m, clip = self.num_envs, self.model, self.clip
         self.init_noise = True  # reference-state initialisation noise; False for play/tests
         self.sampling_mode = "adaptive"  # or "start": every episode from frame 0 (play)
@@ -350,7 +350,7 @@ class G1MotionTracking(G1Env):
         if not len(out):
             return
         frames = self._sample_frames(len(out))
-        self.qpos[out], self.qvel[out] = self.reference_state(frames, self.init_noise)
+        self._sim.set_state(out, *self.reference_state(frames, self.init_noise))
         self.frame[out] = frames + 1
         self._sim.forward(STAGE_VEL, out)
 

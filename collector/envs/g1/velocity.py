@@ -59,7 +59,6 @@ import math
 import mujoco
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_VEL
 from collector.envs.batched import non_finite
 from collector.envs.g1.base import (
     DECIMATION,
@@ -71,6 +70,7 @@ from collector.envs.g1.base import (
     sensor_slice,
 )
 from collector.envs.g1.model import FEET, joint_names
+from collector.envs.physics import STAGE_VEL
 
 # Observation noise bounds (actor only): uniform in [-b, b].
 NOISE = {"base_lin_vel": 0.5, "base_ang_vel": 0.2, "projected_gravity": 0.05, "joint_pos": 0.01,

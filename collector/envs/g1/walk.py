@@ -47,13 +47,12 @@ from __future__ import annotations
 
 import math
 
-import mujoco
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_NONE, STAGE_VEL
 from collector.envs.batched import BatchedEnv, any_of, non_finite
 from collector.envs.g1.base import noise_bounds, rotate_inv, sensor_slice
-from collector.envs.g1.walk_model import STAND, build_model
+from collector.envs.g1.walk_model import STAND, build_xml
+from collector.envs.physics import STAGE_NONE, STAGE_VEL
 
 DECIMATION = 3
 ACTION_SCALE = 0.25
@@ -128,8 +127,8 @@ class G1WalkFlat(BatchedEnv):
         self.nominal_kd = -m.actuator_biasprm[:, 2].copy()
         self.kp = np.tile(self.nominal_kp, (n, 1))
         self.kd = np.tile(self.nominal_kd, (n, 1))
-        self._gain = self._sim.expand("actuator_gainprm").reshape(n, m.nu, -1)
-        self._bias = self._sim.expand("actuator_biasprm").reshape(n, m.nu, -1)
+        self._gain = self._sim.field("actuator_gainprm").reshape(n, m.nu, -1)
+        self._bias = self._sim.field("actuator_biasprm").reshape(n, m.nu, -1)
         self._sensordata = self._sim.output("sensordata")
         self._cols = {name: sensor_slice(m, name) for name in
                       ("torso_gyro", "torso_upvector", "pelvis_local_linvel", *FEET_POS)}
@@ -184,8 +183,8 @@ class G1WalkFlat(BatchedEnv):
 
     # ------------------------------------------------------------- task hooks
 
-    def _make_model(self) -> mujoco.MjModel:
-        return build_model()
+    def _model_xml(self) -> str:
+        return build_xml()
 
     def _sample_reset(self, n):
         qpos = np.tile(self.init_qpos, (n, 1))

@@ -48,9 +48,9 @@ import math
 import mujoco
 import numpy as np
 
-from collector.envs._mjbatch import STAGE_NONE, STAGE_VEL
 from collector.envs.batched import BatchedEnv, any_of, non_finite
-from collector.envs.go2.model import FEET, build_model
+from collector.envs.go2.model import FEET, build_xml
+from collector.envs.physics import STAGE_NONE, STAGE_VEL
 
 ACTION_SCALE = 0.25
 ACTION_CLIP = 100.0
@@ -121,8 +121,8 @@ class Go2JoystickFlat(BatchedEnv):
         self.gait_clock = np.zeros(n, np.float32)
         self._gait_step = np.float32(GAIT_HZ * self.dt)
         self._command_steps = _whole_steps(COMMAND_PERIOD_S / self.dt, "command period")
-        self._gain = self._sim.expand("actuator_gainprm").reshape(n, m.nu, -1)
-        self._bias = self._sim.expand("actuator_biasprm").reshape(n, m.nu, -1)
+        self._gain = self._sim.field("actuator_gainprm").reshape(n, m.nu, -1)
+        self._bias = self._sim.field("actuator_biasprm").reshape(n, m.nu, -1)
         self._sensordata = self._sim.output("sensordata")
         self._cols = _sensor_columns(m)
         self._probe_terms = {name: np.zeros(n) for name in self.spec.reward_terms}
@@ -178,8 +178,8 @@ class Go2JoystickFlat(BatchedEnv):
 
     # ------------------------------------------------------------- task hooks
 
-    def _make_model(self) -> mujoco.MjModel:
-        return build_model()
+    def _model_xml(self) -> str:
+        return build_xml()
 
     def _sample_reset(self, n):
         qpos = np.tile(self.init_qpos, (n, 1))

@@ -1,4 +1,4 @@
-"""ctypes binding of MuJoCo's batch C API (mujoco/mjbatch.h, MuJoCo >= 4.0).
+"""MuJoCo behind the physics interface: a ctypes binding of its batch C API (mujoco/mjbatch.h, MuJoCo >= 4.0).
 
 Why not `mujoco.batch.Batch` or `mujoco.rollout`: both step natively on a thread
 pool with the GIL released, but neither can run a function on every simulation's
@@ -28,10 +28,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import mujoco
 import numpy as np
 
-STAGE_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
-STAGE_POS = int(mujoco.mjtStage.mjSTAGE_POS)
-STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
-STAGE_ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
+from collector.envs.physics.interface import STAGE_ACC, STAGE_NONE, STAGE_POS, STAGE_VEL, make_stepper
+
+# The interface's stages are MuJoCo's own, passed through unchanged.
+assert tuple(
+    int(s) for s in (mujoco.mjtStage.mjSTAGE_NONE, mujoco.mjtStage.mjSTAGE_POS, mujoco.mjtStage.mjSTAGE_VEL,
+                     mujoco.mjtStage.mjSTAGE_ACC)) == (STAGE_NONE, STAGE_POS, STAGE_VEL, STAGE_ACC)
 
 
 class _Config(C.Structure):
@@ -92,12 +94,7 @@ def _ids_arg(ids: np.ndarray | None) -> tuple[int | None, int]:
     return ids.ctypes.data, len(ids)
 
 
-def make_stepper() -> ThreadPoolExecutor:
-    """A thread for NativeBatch.step_async: one, so the batches sharing it never step at the same time."""
-    return ThreadPoolExecutor(1, thread_name_prefix="mjbatch")
-
-
-class NativeBatch:
+class MujocoPhysics:
     """nsim simulations of a copy of `model` on `nthread` threads (the caller's included).
 
     `stepper` is the one thread that runs `step_async`.  Batches handed the same
@@ -129,6 +126,9 @@ class NativeBatch:
         self.state = np.ctypeslib.as_array(C.cast(self._state_addr, C.POINTER(C.c_double)),
                                            shape=(nsim, self.nstate))
         self._status = np.ctypeslib.as_array(_LIB.mjb_status(self._b), shape=(nsim,))
+        self.qpos = self.component(mujoco.mjtState.mjSTATE_QPOS)
+        self.qvel = self.component(mujoco.mjtState.mjSTATE_QVEL)
+        self.ctrl = self.component(mujoco.mjtState.mjSTATE_CTRL)
         # step_async's thread: the "caller" of the batch's threads.
         self._worker: ThreadPoolExecutor | None = stepper
         self._owns_worker = stepper is None
@@ -150,6 +150,16 @@ class NativeBatch:
         out = np.ctypeslib.as_array(C.cast(addr, C.POINTER(C.c_double)), shape=(self.nsim, size.value))
         out.flags.writeable = False
         return out
+
+    def set_state(self, ids: np.ndarray | None, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        """Write the state of rows `ids` (None: all): the rows are the simulations' own memory."""
+        rows = slice(None) if ids is None else ids
+        self.qpos[rows] = qpos
+        self.qvel[rows] = qvel
+
+    def field(self, name: str) -> np.ndarray:
+        """The interface's per-env model field: MuJoCo's expanded model field (`expand`)."""
+        return self.expand(name)
 
     def expand(self, name: str) -> np.ndarray:
         """Live (nsim, size) float64 view of per-simulation values of an mjModel field.
