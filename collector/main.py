@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     # the MuJoCo threads (make_collector_env shares `threads` between the groups): one inference thread.
     limit_inference_threads(backend)
 
-    from collector.envs import make_collector_env  # MuJoCo import after argument errors are reported
+    from collector.envs import UnknownSimError, make_collector_env  # MuJoCo import after argument errors are reported
     from collector.envs.g1.motion import ClipError
     from collector.rollout import Collector
     from collector.status import start_collector_status
@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     seed = cfg.algo.seed + 1000 * (args.collector_id + 1)
     try:
         env = make_collector_env(cfg.task, cfg.algo.num_envs, threads, seed,
-                                 motion_file=cfg.task_options.motion_file or None)
-    except ClipError as exc:  # task_options.motion_file missing or refused
+                                 motion_file=cfg.task_options.motion_file or None, sim=cfg.training.sim_backend)
+    except (ClipError, UnknownSimError) as exc:  # motion_file missing or refused; an engine the task lacks
         channel.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -9,11 +9,13 @@ import sys
 import threading
 
 from common.config import AppoConfig, ConfigError, load_config
+from common.task_spec import ENGINES
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="YAML config file (below env vars and overrides)")
     parser.add_argument("--task", help="task name (same as task=...)")
+    parser.add_argument("--sim", choices=ENGINES, help="physics engine (same as training.sim_backend=...)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="dotted config overrides, e.g. algo.num_envs=64")
 
@@ -57,6 +59,8 @@ def config_from_args(args: argparse.Namespace, extra: dict | None = None, base: 
     flags = dict(extra or {})
     if args.task:
         flags["task"] = args.task
+    if getattr(args, "sim", None):
+        flags["training"] = {**flags.get("training", {}), "sim_backend": args.sim}
     try:
         return load_config(args.overrides, args.config, extra=flags, base=base)
     except ConfigError as exc:

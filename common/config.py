@@ -31,6 +31,7 @@ from pydantic_settings import (
 )
 
 from common.symmetry import task_mirror
+from common.task_spec import task_engines, tasks_on
 
 ENV_PREFIX = "APPO_"
 _ENDPOINT = re.compile(r"^tcp://[^\s:/]+:(6553[0-4]|655[0-2]\d|65[0-4]\d\d|6[0-4]\d{3}|[1-5]\d{4}|[1-9]\d{0,3})$")
@@ -137,7 +138,13 @@ class TrainingConfig(_Section):
     """training: devices, staging and ring, run directory, threads, precision, stop and status settings."""
 
     device: str = Field("auto", description="Learner device: auto (cuda, else mps, else cpu), cpu, cuda, cuda:N, mps.")
-    collector_device: str = Field("cpu", description="Device for policy inference in collectors.")
+    collector_device: str = Field(
+        "cpu", description="Device the collectors' environments and policy run on (the seed's "
+        "training.collector_device): cpu; a GPU device needs a GPU physics engine, which training.sim_backend "
+        "does not offer yet.")
+    sim_backend: Literal["mujoco", "motrix"] = Field(
+        "mujoco", description="Physics engine of the built-in tasks (the seed's training.sim_backend, --sim): "
+        "mujoco, or motrix (MotrixSim: the Go2 and G1 tasks; the Gymnasium bodies are MuJoCo only).")
     replay_queue_size: int = Field(
         3, ge=1, description="Staging pool capacity in rollouts; each update trains on all of them."
     )
@@ -235,6 +242,15 @@ class TrainingConfig(_Section):
             raise ValueError("only cuda takes an index, as cuda:N")
         return v
 
+    @field_validator("collector_device")
+    @classmethod
+    def _cpu_collectors(cls, v: str) -> str:
+        # The collectors step the physics; mujoco and motrix run on the CPU, so their data lives there.
+        if v not in {"cpu", "auto"}:
+            raise ValueError(f"{v} needs a GPU physics engine; training.sim_backend mujoco and motrix run on the "
+                             "CPU: use cpu")
+        return "cpu"
+
 
 class TransportConfig(_Section):
     """transport: shared memory or ZeroMQ, buffers and credits, heartbeats, CURVE keys."""
@@ -303,6 +319,10 @@ class AppoConfig(BaseSettings):
             raise ValueError(f"task {self.task} needs task_options.motion_file (a .npz motion clip)")
         if self.algo.algorithm.uses_mirror:
             task_mirror(self.task)  # a task without a mirror map: the error names those with one
+        engines = task_engines(self.task)
+        if self.training.sim_backend not in engines:
+            raise ValueError(f"task {self.task} runs on {' and '.join(engines)}, not training.sim_backend="
+                             f"{self.training.sim_backend} (motrix runs: {', '.join(tasks_on('motrix')) or 'none'})")
         return self
 
     @classmethod

@@ -65,3 +65,20 @@ def task_spec(name: str) -> TaskSpec:
         return TASK_SPECS[name]
     except KeyError:
         raise UnknownTaskError(f"unknown task {name!r}; available: {', '.join(sorted(TASK_SPECS))}") from None
+
+
+# The physics engines (collector/envs/physics), by the seed's --sim names; MuJoCo is the default.
+ENGINES = ("mujoco", "motrix")
+# The engines each built-in task runs on, MuJoCo first.
+# The Gymnasium bodies, and any task defined elsewhere, are MuJoCo's only.
+TASK_ENGINES: dict[str, tuple[str, ...]] = {}
+
+
+def task_engines(task: str) -> tuple[str, ...]:
+    """The engines `task` runs on."""
+    return TASK_ENGINES.get(task, ("mujoco",))
+
+
+def tasks_on(engine: str) -> list[str]:
+    """The built-in tasks that run on `engine`, sorted."""
+    return sorted(t for t, engines in TASK_ENGINES.items() if engine in engines)

@@ -5,6 +5,7 @@
     appo-eval --load-run path/to/model_300.pt --episodes 50 --json eval.json
     appo-eval --task half_cheetah --video cheetah.mp4          # + cheetah.png
     appo-eval --task g1_motion_tracking --json e.json task_options.motion_file=other.npz   # + e_bodies.png
+    appo-eval --task go2_joystick_flat --load-run -1 --sim motrix   # sim-to-sim: a MuJoCo policy on MotrixSim
 
 The policy acts with its mean action, its observations normalised with the
 statistics saved in the checkpoint.  Figures over the episode set: mean and std
@@ -14,6 +15,8 @@ body velocities (`env.velocity_tracking()`), the RMS error of the xy velocity an
 of the yaw rate.  --video renders env 0's first episode with a camera following
 the robot's root body; --plot draws that episode's velocities.  Where no GL library loads
 (common/gl.py), --video fails in one line after the figures are printed and the other files written.
+--sim evaluates on another physics engine than the one the policy was trained on (the default):
+the sim-to-sim check before a policy goes to a robot.
 
 The G1 tasks run in their play mode: no observation noise and no pushes; for motion
 tracking also no initialisation noise, every episode starting at the
@@ -44,6 +47,7 @@ import numpy as np
 import torch
 
 from collector.envs.g1.motion import ClipError
+from collector.envs.physics import UnknownSimError
 from common.checkpoint_io import (
     CheckpointError,
     LoadedPolicy,
@@ -54,7 +58,7 @@ from common.checkpoint_io import (
 )
 from common.config import AppoConfig, ConfigError, load_config
 from common.cores import usable_cores
-from common.task_spec import UnknownTaskError
+from common.task_spec import ENGINES, UnknownTaskError
 from tools.eval_plot import EpisodeTrace, plot_body_errors, plot_episode
 from tools.extras import missing_extra
 
@@ -70,6 +74,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_checkpoint_args(p)
     p.add_argument("--episodes", type=int, default=20, help="episodes to evaluate (default 20)")
+    p.add_argument("--sim", choices=ENGINES, help="physics engine (default: the one the policy was trained on)")
     p.add_argument("--num-envs", type=int, help="environments stepped together (default: --episodes)")
     p.add_argument("--threads", type=int, help="MuJoCo stepping threads (default: the usable cores)")
     p.add_argument("--seed", type=int, default=0, help="environment seed (default 0)")
@@ -348,11 +353,13 @@ def evaluate(args: argparse.Namespace) -> dict:
     policy = load_policy(path)
     check_not_old_name(args.task, policy.task, path)
     task = args.task or policy.task
-    motion_file = run_config(policy, args.overrides).task_options.motion_file or None
+    cfg = run_config(policy, args.overrides)
+    motion_file = cfg.task_options.motion_file or None
+    trained_on, sim = cfg.training.sim_backend, args.sim or cfg.training.sim_backend
     num_envs = args.num_envs or args.episodes
     threads = args.threads or usable_cores()
     env = make_env(task, num_envs, threads, args.seed, max_episode_steps=args.max_episode_steps,
-                   motion_file=motion_file)
+                   motion_file=motion_file, sim=sim)
     use_play_settings(env, args.max_episode_steps)
     writer = recorder = renderer = None
     video_error = None
@@ -378,7 +385,8 @@ def evaluate(args: argparse.Namespace) -> dict:
             writer.close()
         env.close()
     out = {"task": task, "checkpoint": str(path), "iteration": policy.iteration, "num_envs": num_envs,
-           "seed": args.seed, **results.figures(), "returns": results.returns, "lengths": results.lengths}
+           "seed": args.seed, "sim": sim, "trained_on": trained_on, **results.figures(), "returns": results.returns,
+           "lengths": results.lengths}
     if results.motion_samples:
         out.update(motion_file=motion_file, clip_fractions=results.clip_fractions)
         if args.body_plot:
@@ -397,7 +405,8 @@ def evaluate(args: argparse.Namespace) -> dict:
 
 def report(out: dict) -> str:
     lines = [
-        f"task {out['task']}  checkpoint {out['checkpoint']} (iteration {out['iteration']})",
+        f"task {out['task']}  checkpoint {out['checkpoint']} (iteration {out['iteration']})  "
+        f"physics {out['sim']} (trained on {out['trained_on']})",
         f"episodes {out['episodes']}  return {out['return_mean']:.3f} +- {out['return_std']:.3f}  "
         f"length {out['length_mean']:.1f}  reached time limit {out['time_limit_fraction']:.2f}",
     ]
@@ -426,7 +435,7 @@ def run_reported(work: Callable[[argparse.Namespace], dict], args: argparse.Name
     torch.set_num_threads(1)  # one small MLP forward per step; MuJoCo threads get the cores
     try:
         return work(args)
-    except (CheckpointError, UnknownTaskError, video.RenderError, ClipError, ConfigError) as exc:
+    except (CheckpointError, UnknownTaskError, UnknownSimError, video.RenderError, ClipError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:

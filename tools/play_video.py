@@ -109,7 +109,7 @@ def play(args: argparse.Namespace) -> dict:
     cfg = run_config(policy, [])
     num_envs, steps = args.num_envs or cfg.training.play_env_num, args.steps or cfg.training.play_steps
     env = make_env(policy.task, num_envs, args.threads or usable_cores(), args.seed,
-                   motion_file=cfg.task_options.motion_file or None)
+                   motion_file=cfg.task_options.motion_file or None, sim=cfg.training.sim_backend)
     use_play_settings(env)
     partial = run_dir / ("partial." + VIDEO)  # renamed when complete: a stopped play leaves no broken video
     tiles = recorder = mp4 = None

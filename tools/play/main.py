@@ -79,7 +79,7 @@ def build_session(args: argparse.Namespace, start: sources.Start) -> PlaySession
 
     cfg = start.config
     env = make_env(start.config.task, args.envs, args.threads or 1, args.seed,
-                   motion_file=cfg.task_options.motion_file or None)
+                   motion_file=cfg.task_options.motion_file or None, sim=cfg.training.sim_backend)
     if start.policy is not None:
         model, source = start.policy.model, PolicySource(start.policy.path.name)
         if (start.policy.obs_dim, start.policy.act_dim) != (env.spec.obs_dim, env.spec.act_dim):

@@ -1,0 +1,49 @@
+"""The seed's --sim on the real executables: the engine reaches the config and checkpoint; bad choices exit 2."""
+
+import subprocess
+
+import torch
+import yaml
+from e2e_helpers import exe
+
+TINY = ["algo.num_envs=16", "algo.steps_per_env=8", "algo.max_iterations=2", "algo.save_interval=2",
+        "algo.policy.actor_hidden_dims=[32]", "algo.policy.critic_hidden_dims=[32]", "training.console=false",
+        "training.no_play=true"]
+
+
+def _run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+
+
+def test_seed_quick_start_on_mujoco_records_the_engine_in_config_and_checkpoint(tmp_path, shm_root):
+    """`appo-train --task go2_joystick_flat --sim mujoco` (shortened) trains; config.yaml and the checkpoint say mujoco."""
+    run = tmp_path / "run"
+    proc = _run([exe("appo-train"), "--task", "go2_joystick_flat", "--sim", "mujoco", "--log-dir", str(run), *TINY,
+                 f"transport.shm_root={shm_root}"], timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert yaml.safe_load((run / "config.yaml").read_text())["training"]["sim_backend"] == "mujoco"
+    state = torch.load(run / "model_2.pt", weights_only=True)
+    assert state["config"]["training"]["sim_backend"] == "mujoco"
+
+
+def test_an_engine_a_task_lacks_is_refused_naming_what_it_runs_on(tmp_path, shm_root):
+    """A Gymnasium task on motrix exits 2 before any run directory exists, naming its engine; so does a collector."""
+    run = tmp_path / "run"
+    proc = _run([exe("appo-train"), "--task", "hopper", "--sim", "motrix", "--log-dir", str(run),
+                 f"transport.shm_root={shm_root}"])
+    assert proc.returncode == 2
+    assert "task hopper runs on mujoco, not training.sim_backend=motrix" in proc.stderr
+    assert not run.exists()
+    proc = _run([exe("appo-collector"), "--task", "hopper", "--sim", "motrix", "--shm-dir", str(tmp_path / "none")])
+    assert proc.returncode == 2 and "task hopper runs on mujoco" in proc.stderr
+
+
+def test_an_unknown_engine_and_a_gpu_collector_device_are_refused(tmp_path):
+    """--sim names the engines it takes; training.collector_device=cuda says it needs a GPU engine."""
+    proc = _run([exe("appo-train"), "--sim", "bullet", "--log-dir", str(tmp_path / "run")])
+    assert proc.returncode == 2 and "invalid choice: 'bullet'" in proc.stderr and "'motrix'" in proc.stderr
+    proc = _run([exe("appo-eval"), "--sim", "bullet"])
+    assert proc.returncode == 2 and "'mujoco'" in proc.stderr
+    proc = _run([exe("appo-train"), "training.collector_device=cuda", "--log-dir", str(tmp_path / "run")])
+    assert proc.returncode == 2
+    assert "training.collector_device" in proc.stderr and "needs a GPU physics engine" in proc.stderr
