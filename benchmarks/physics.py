@@ -2,11 +2,12 @@
 
     python -m benchmarks.physics --task half_cheetah --num-envs 512
     python -m benchmarks.physics --task go2_joystick_flat,g1_velocity_flat --num-envs 256   # ceilings side by side
+    python -m benchmarks.physics --task go2_joystick_flat --sim mujoco,motrix --num-envs 512  # engines side by side
 
 ceiling:   env.step of one batch of N envs (threaded physics + vectorised obs/reward), no policy,
            with random actions drawn afresh each step from the initial policy's distribution,
            N(0, init_noise_std^2) per action dim (arrays drawn before the clock starts)
-share:     the part of the ceiling's env.step spent in MuJoCo's native step (the rest: the task's NumPy
+share:     the part of the ceiling's env.step spent in the engine's native step (the rest: the task's NumPy
            observations, rewards and resets), timed inside env.step on the ceiling's actions
 collector: the real rollout loop on the collector's env (make_collector_env: two double-buffered
            groups from 256 envs on) with policy inference, recording and timeout bootstrap, no learner;
@@ -21,9 +22,9 @@ static poses, uniform [-1, 1] drawn every step makes them flail and costs more t
 policy samples (see BENCHMARKS.md, section "Collector against the physics ceiling, 2 and 16 cores"),
 hence a ceiling drawn from the distribution the collector's policy samples at the start.
 
-With several tasks (comma-separated), their ceilings are first measured side by side, round by round in
-turn, each task's cost per env step given against the first task's; then each task's ceiling/collector run
-as above, one after the other.
+With several tasks or physics engines (--sim, comma-separated), the ceilings of every task on every engine
+are first measured side by side, round by round in turn, each one's cost per env step given against the
+first's; then each one's ceiling/collector run as above, one after the other.
 
 Figures are medians over the rounds; a ratio is the median of the rounds' own ratios (each
 round measures its figures back to back, so the machine's slow drifts divide out).
@@ -60,7 +61,7 @@ def measure_physics(env, seconds: float, actions: list[np.ndarray]) -> float:
 
 
 def measure_physics_share(env, seconds: float, actions: list[np.ndarray]) -> float | None:
-    """The share of env.step's wall time spent in MuJoCo's native step, from reset with `actions` as
+    """The share of env.step's wall time spent in the physics engine's step, from reset with `actions` as
     measure_physics takes them; the rest is the task's NumPy (observations, rewards, resets).  None for an
     env without a native batch (gym:<id>)."""
     sim = getattr(env, "_sim", None)
@@ -165,28 +166,38 @@ def task_config(task: str, num_envs: int, motion_file: str = ""):
     return load_config(extra=extra)
 
 
+def label(task: str, sim: str, sims: list[str]) -> str:
+    """A task's name in the reports, with its engine where several are compared."""
+    return f"{task} ({sim})" if len(sims) > 1 else task
+
+
 def compare_ceilings(tasks: list[str], num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 3,
-                     motion_file: str = "") -> dict:
-    """Each task's physics ceiling, the tasks taking turns within every round; the costs against the first's."""
+                     motion_file: str = "", sims: list[str] | None = None) -> dict:
+    """Each task's physics ceiling on each engine, all taking turns within every round; the costs against the
+    first's."""
     from collector.envs import make_env
 
+    sims = sims or ["mujoco"]
     threads = threads or usable_cores()
     rng = np.random.default_rng(0)
     envs, actions = {}, {}
-    rates: dict[str, list[float]] = {task: [] for task in tasks}
+    pairs = [(task, sim) for task in tasks for sim in sims]
+    rates: dict[str, list[float]] = {label(t, s, sims): [] for t, s in pairs}
     try:
-        for task in tasks:
+        for task, sim in pairs:
+            name = label(task, sim, sims)
             cfg = task_config(task, num_envs, motion_file)
-            envs[task] = make_env(task, num_envs, threads, seed=0, motion_file=cfg.task_options.motion_file or None)
-            actions[task] = random_policy_actions(envs[task], cfg.algo.policy.init_noise_std,
+            envs[name] = make_env(task, num_envs, threads, seed=0, motion_file=cfg.task_options.motion_file or None,
+                                  sim=sim)
+            actions[name] = random_policy_actions(envs[name], cfg.algo.policy.init_noise_std,
                                                   cfg.algo.steps_per_env, rng)
         for _ in range(rounds):
-            for task in tasks:
-                rates[task].append(measure_physics(envs[task], seconds, actions[task]))
+            for name in rates:
+                rates[name].append(measure_physics(envs[name], seconds, actions[name]))
     finally:
         for env in envs.values():
             env.close()
-    first = rates[tasks[0]]
+    first = next(iter(rates.values()))
     return {"num_envs": num_envs, "mujoco_threads": threads, "tasks": {task: {
         "physics_ceiling_steps_per_s": float(np.median(r)),
         "us_per_env_step": float(1e6 / np.median(r)),
@@ -198,7 +209,7 @@ def compare_ceilings(tasks: list[str], num_envs: int, threads: int = 0, seconds:
 
 def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, rounds: int = 3,
         replay_ceiling: bool = False, held_ceiling: bool = False, collector_threads: int = 0,
-        inference: tuple[str, ...] = (), motion_file: str = "") -> dict:
+        inference: tuple[str, ...] = (), motion_file: str = "", sim: str = "mujoco") -> dict:
     """Interleaved ceiling/collector(/held/replay) rounds in this process; the figures as a JSON-ready dict.
 
     `threads` cores (0: all usable): the ceiling steps on all of them, the collector on as many MuJoCo
@@ -212,8 +223,8 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
     motion = cfg.task_options.motion_file or None
     threads = threads or usable_cores()
     collector_threads = collector_threads or collector_mujoco_threads(threads)
-    env = make_env(task, num_envs, threads, seed=0, motion_file=motion)
-    collector_env = make_collector_env(task, num_envs, collector_threads, seed=0, motion_file=motion)
+    env = make_env(task, num_envs, threads, seed=0, motion_file=motion, sim=sim)
+    collector_env = make_collector_env(task, num_envs, collector_threads, seed=0, motion_file=motion, sim=sim)
     collectors = make_collectors(cfg, collector_env, inference)
     main_name, collector = next(iter(collectors.items()))
     rng = np.random.default_rng(0)
@@ -259,6 +270,7 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
                                                   figures[f"{name}_ceiling_steps_per_s"])
     return {
         "task": task,
+        "sim": sim,
         "num_envs": num_envs,
         "mujoco_threads": threads,
         "collector_mujoco_threads": collector_threads,
@@ -291,6 +303,17 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
     }
 
 
+def engine_list(text: str) -> tuple[str, ...]:
+    """argparse type: comma-separated physics engines, e.g. mujoco,motrix."""
+    from common.task_spec import ENGINES
+
+    names = tuple(n for n in text.split(",") if n)
+    bad = [n for n in names if n not in ENGINES]
+    if bad or not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {','.join(ENGINES)}, got {text!r}")
+    return names
+
+
 def inference_list(text: str) -> tuple[str, ...]:
     """argparse type: comma-separated training.collector_inference values, e.g. torch,numpy."""
     names = tuple(n for n in text.split(",") if n)
@@ -320,14 +343,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated collector inference backends to measure, each every round, e.g. "
                         "torch,numpy (default: training.collector_inference of the config, auto)")
     p.add_argument("--motion-file", default="", help="the motion clip of a tracking task (g1_motion_tracking)")
+    p.add_argument("--sim", type=engine_list, default=("mujoco",),
+                   help="physics engines, comma-separated to compare them, e.g. mujoco,motrix (default mujoco)")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_intermixed_args(argv)
 
     tasks = [t for t in args.task.split(",") if t]
-    if len(tasks) > 1:
+    if len(tasks) > 1 or len(args.sim) > 1:
         return compare_main(tasks, args)
     result = run(args.task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling,
-                 args.held_ceiling, args.collector_threads, args.collector_inference, args.motion_file)
+                 args.held_ceiling, args.collector_threads, args.collector_inference, args.motion_file, args.sim[0])
     print_run(args, result)
     if args.json:
         with open(args.json, "w") as f:
@@ -336,19 +361,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def compare_main(tasks: list[str], args: argparse.Namespace) -> int:
-    """Several tasks: the ceilings side by side, then each task's ceiling/collector run."""
-    comparison = compare_ceilings(tasks, args.num_envs, args.threads, args.seconds, args.rounds, args.motion_file)
-    print(f"physics ceilings side by side: envs {args.num_envs}, mujoco threads {comparison['mujoco_threads']}")
-    for task, fig in comparison["tasks"].items():
-        print(f"  {task:<22}: {fig['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
-              f"{fig['us_per_env_step']:8.1f} us per env step  cost x{fig['cost_vs_first']:.2f} of {tasks[0]}")
+    """Several tasks or engines: the ceilings side by side, then each one's ceiling/collector run."""
+    sims = list(args.sim)
+    comparison = compare_ceilings(tasks, args.num_envs, args.threads, args.seconds, args.rounds, args.motion_file,
+                                  sims)
+    first = label(tasks[0], sims[0], sims)
+    print(f"physics ceilings side by side: envs {args.num_envs}, threads {comparison['mujoco_threads']}")
+    for name, fig in comparison["tasks"].items():
+        print(f"  {name:<30}: {fig['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
+              f"{fig['us_per_env_step']:8.1f} us per env step  cost x{fig['cost_vs_first']:.2f} of {first}")
     runs = []
     for task in tasks:
-        result = run(task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling,
-                     args.held_ceiling, args.collector_threads, args.collector_inference, args.motion_file)
-        print()
-        print_run(argparse.Namespace(**{**vars(args), "task": task}), result)
-        runs.append(result)
+        for sim in sims:
+            result = run(task, args.num_envs, args.threads, args.seconds, args.rounds, args.replay_ceiling,
+                         args.held_ceiling, args.collector_threads, args.collector_inference, args.motion_file, sim)
+            print()
+            print_run(argparse.Namespace(**{**vars(args), "task": label(task, sim, sims)}), result)
+            runs.append(result)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"comparison": comparison, "runs": runs}, f, indent=2)
@@ -357,12 +386,12 @@ def compare_main(tasks: list[str], args: argparse.Namespace) -> int:
 
 def print_run(args: argparse.Namespace, result: dict) -> None:
     """The console report of one task's run()."""
-    print(f"task {args.task}  envs {args.num_envs}  mujoco threads: ceiling {result['mujoco_threads']}, "
+    print(f"task {args.task}  envs {args.num_envs}  physics threads: ceiling {result['mujoco_threads']}, "
           f"collector {result['collector_mujoco_threads']}  collector groups {result['collector_groups']}")
     print(f"physics ceiling : {result['physics_ceiling_steps_per_s']:12,.0f} env-steps/s  "
           f"(random actions, std {result['random_action_std']})")
     if "physics_share_of_step" in result:
-        print(f"physics share   : {result['physics_share_of_step']:12.3f}  of env.step's time in MuJoCo's native step "
+        print(f"physics share   : {result['physics_share_of_step']:12.3f}  of env.step's time in the engine's step "
               "(the rest: the task's NumPy observations, rewards and resets)")
     print(f"collector       : {result['collector_steps_per_s']:12,.0f} env-steps/s  "
           f"(main thread per step: inference {result['collector_infer_ms_per_step']:.1f} ms, "
