@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	# torch first and pinned, so the learner extra's "torch>=2.4" is already met and no
 	# multi-GB CUDA build gets resolved where a local CPU wheel exists.
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[learner,test,rslrl]" $(KEEP_TORCH)
+	$(PY) -m pip install -q -e ".[learner,test,rslrl,motrix]" $(KEEP_TORCH)
 	$(PY) -m pip install -q --no-deps "$(RSLRL_SPEC)"
 	touch $(STAMP)
 

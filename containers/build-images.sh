@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Build the project's three images with BuildKit, timing each, then list their sizes.
+# Build the project's four images with BuildKit, timing each, then list their sizes.
 #
 #   containers/build-images.sh                       # on the public bases (the Dockerfiles' defaults)
 #   containers/build-images.sh --bases bases.env     # on the bases containers/build-bases.sh made
 #
 #   appo-collector:<version>   Dockerfile.collector (default target): no torch
+#   appo-collector-motrix:<version>   Dockerfile.collector --target collector-motrix: + MotrixSim (--sim motrix)
 #   appo-eval:<version>        Dockerfile.collector --target eval: appo-eval, appo-export
 #   appo-learner:<version>     Dockerfile.learner
 #
@@ -59,7 +60,8 @@ build() {  # image, Dockerfile, extra build arguments...
 }
 
 build appo-collector Dockerfile.collector --target collector
+build appo-collector-motrix Dockerfile.collector --target collector-motrix
 build appo-eval Dockerfile.collector --target eval
 build appo-learner Dockerfile.learner
 "$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' \
-    | grep -E "^appo-(collector|eval|learner):$VERSION " | sed 's/^/    /' >&2
+    | grep -E "^appo-(collector|collector-motrix|eval|learner):$VERSION " | sed 's/^/    /' >&2

@@ -19,7 +19,7 @@ from common.status_server import parse_metrics
 from common.status_server import probe as http_get  # (status, body) of a GET; 0 when nothing answers
 
 VERSION = project_version()
-IMAGES = {name: f"appo-{name}:{VERSION}" for name in ("learner", "collector", "eval")}
+IMAGES = {name: f"appo-{name}:{VERSION}" for name in ("learner", "collector", "collector-motrix", "eval")}
 HERE = Path(__file__).resolve().parent
 
 

@@ -28,6 +28,23 @@ def test_collector_image_is_torch_free_and_at_most_500_mb():
     assert size <= COLLECTOR_MAX_BYTES, f"{image} is {size / 1e6:.0f} MB"
 
 
+STEP_GO2 = ("import numpy as np; from collector.envs import make_env; "
+            "env = make_env('go2_joystick_flat', 2, 1, 0, sim='motrix'); env.reset(); "
+            "r = env.step(np.zeros((2, 12), np.float32)); print('height', env.qpos[0, 2], 'finite', np.isfinite(r.obs).all())")
+
+
+def test_the_motrix_collector_image_steps_the_go2_on_motrixsim_and_the_default_one_says_what_to_use():
+    """appo-collector-motrix steps go2_joystick_flat on MotrixSim; the default image names that image for --sim motrix."""
+    out = docker("run", "--rm", "--network", "host", "--entrypoint", "python3", IMAGES["collector-motrix"], "-c",
+                 STEP_GO2)
+    words = out.stdout.split()
+    assert words[-1] == "True" and 0.2 < float(words[1]) < 0.45, out.stdout
+    assert modules(IMAGES["collector-motrix"], "torch", "motrixsim") == {"torch": False, "motrixsim": True}
+    out = docker("run", "--rm", "--network", "host", "--entrypoint", "python3", IMAGES["collector"], "-c", STEP_GO2,
+                 check=False)
+    assert out.returncode != 0 and "appo-collector-motrix image" in out.stderr, out.stderr[-2000:]
+
+
 def test_learner_and_eval_images_keep_torch():
     """appo-learner has torch and TensorBoard (it serves TensorBoard too); appo-eval has torch for appo-export."""
     assert modules(IMAGES["learner"], "torch", "tensorboard", "learner.main") == {
@@ -46,7 +63,8 @@ def test_learner_entry_points_without_torch_name_the_extra(entry):
 
 
 @pytest.mark.parametrize(("name", "entry", "healthcheck"), [
-    ("learner", "appo-learner", True), ("collector", "appo-collector", True), ("eval", "appo-eval", False)])
+    ("learner", "appo-learner", True), ("collector", "appo-collector", True),
+    ("collector-motrix", "appo-collector", True), ("eval", "appo-eval", False)])
 def test_images_run_as_uid_10001_with_exec_entrypoints(name, entry, healthcheck):
     """Each image runs as 10001:10001 with its executable as the exec-form entrypoint; the training images probe
     /healthz."""

@@ -100,6 +100,10 @@ def test_collector_image_has_no_torch_and_the_eval_target_takes_the_cpu_wheel():
         assert not re.search(r"pip install[^&]*torch", stage_runs(stage)), f"stage {stage.name} installs torch"
     assert {"torch", "tensorboard"} <= installed_packages("appo-learner")
     assert "torch" in installed_packages("appo-collector", "eval")
+    # MotrixSim (228 MB) only in the image for --sim motrix.
+    assert "motrixsim" not in installed_packages("appo-collector")
+    assert "motrixsim" in installed_packages("appo-collector", "collector-motrix")
+    assert not installed_packages("appo-collector", "collector-motrix") & {"torch", "tensorboard"}
     eval_stages = target_stages(DOCKERFILES["appo-collector"], "eval")
     runs = " ".join(stage_runs(s) for s in reversed(eval_stages))
     assert runs.index('"torch==${TORCH_VERSION}"') < runs.index('".[tools]"')
@@ -113,9 +117,9 @@ def test_collector_image_has_no_torch_and_the_eval_target_takes_the_cpu_wheel():
 
 def test_learner_image_installs_the_learner_extra_and_make_does_too():
     """Dockerfile.learner installs the `learner` extra (torch from its base, and TensorBoard); so does the Makefile,
-    with the test and rslrl extras."""
+    with the test, rslrl and motrix extras."""
     assert installed_extras(target_stages(DOCKERFILES["appo-learner"])) == {"learner"}
-    assert '-e ".[learner,test,rslrl]"' in (ROOT / "Makefile").read_text()
+    assert '-e ".[learner,test,rslrl,motrix]"' in (ROOT / "Makefile").read_text()
 
 
 def test_the_build_base_defaults_to_the_runtime_base():

@@ -37,7 +37,13 @@ def make_physics(sim: str, model: mujoco.MjModel, nsim: int, nthread: int, persi
 
         return MujocoPhysics(model, nsim, nthread, persistent, stepper)
     if sim == "motrix":
-        from collector.envs.physics.motrix import MotrixPhysics
+        try:
+            from collector.envs.physics.motrix import MotrixPhysics
+        except ModuleNotFoundError as exc:
+            if exc.name != "motrixsim":
+                raise
+            raise UnknownSimError("MotrixSim is not installed here: pip install 'appo[motrix]' (in containers: the "
+                                  "appo-collector-motrix image)") from None
 
         if xml is None:
             raise UnknownSimError("MotrixSim needs the task's MJCF text")
