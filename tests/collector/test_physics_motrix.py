@@ -1,0 +1,340 @@
+"""MotrixSim behind the physics interface (collector/envs/physics/motrix.py), with MuJoCo as the independent reference.
+
+Two kinds of parity.  From one state, every output a task reads (sensors, body frames, observations) is
+MuJoCo's to float32 precision.  Over time, the engines differ in their contact and constraint solvers
+(MotrixSim ignores MuJoCo's cone, impratio and integrator options), so trajectories from the same state
+with the same actions drift apart slowly; each trajectory check states its tolerances on base height,
+base orientation, joint angles and base velocity (and the IMU's up vector, which the policy observes),
+about twice the deviation measured here, and the fault tests show that a wrong gain, mass, contact or
+sensor frame on the MotrixSim side breaks them.
+
+Trajectories are 1 s from the task's standing pose on 2 envs (yaw 0 and 2 rad): standing with the
+default-pose targets, a joint-target step after 0.1 s, and (Go2) a trained walking policy
+(tests/data/go2_walk_actor.npz: the actor and observation normaliser of a go2_joystick_flat run's
+checkpoint at iteration 150, run deterministically here in NumPy).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+import collector.envs.batched as batched
+from collector.envs import make_env
+from collector.envs.physics import STAGE_VEL, Physics, make_physics
+from collector.envs.physics.motrix import MotrixPhysics
+
+ACTOR = Path(__file__).parents[1] / "data" / "go2_walk_actor.npz"
+STEPS = 50  # 1 s of control at 50 Hz
+YAWS = np.array([0.0, 2.0])
+# Tolerances: largest deviation from MuJoCo over the second (velocity: RMS over steps and envs).
+GO2_OPEN_LOOP = {"height": 0.004, "orientation": 0.015, "joints": 0.05, "velocity": 0.03, "up": 0.02}
+GO2_POLICY = {"height": 0.02, "orientation": 0.15, "joints": 0.3, "velocity": 0.15, "up": 0.05}
+# The up-vector sensors (the policy's projected gravity) of each task.
+UP_SENSORS = {"go2_joystick_flat": ("upvector", "world_z")}
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def go2_policy(obs: np.ndarray) -> np.ndarray:
+    """The walking Go2 actor's mean action: normalised observation through the ELU MLP, in float32."""
+    w = np.load(ACTOR)
+    x = np.clip((obs - w["obs_mean"]) / np.sqrt(w["obs_var"] + 1e-8), -10, 10).astype(np.float32)
+    for i in range(4):
+        x = x @ w[f"w{i}"].T + w[f"b{i}"]
+        if i < 3:
+            x = np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+    return x.astype(np.float64)
+
+
+def _actions(env, scenario: str, t: int, obs: np.ndarray) -> np.ndarray:
+    """The scenario's actions at control step t (2 envs)."""
+    if scenario == "policy":
+        return go2_policy(obs)
+    a = np.zeros((2, env.spec.act_dim))
+    if scenario == "step" and t >= 5:
+        if env.task == "go2_joystick_flat":
+            a[:, [1, 4, 7, 10]], a[:, [2, 5, 8, 11]] = -1.2, 1.2  # thigh targets -0.3 rad, calves +0.3 rad
+        else:  # shoulder pitch targets -0.25 rad, elbows +0.25 rad (the legs hold the stand pose)
+            scale = np.broadcast_to(getattr(env, "action_scale", 0.25), (env.spec.act_dim,))
+            a[:, [15, 22]], a[:, [18, 25]] = -0.25 / scale[15], 0.25 / scale[18]
+    return a
+
+
+def rollout(task: str, sim: str, scenario: str, gain_scale: float = 1.0) -> dict[str, np.ndarray]:
+    """1 s of `scenario` from the standing pose: qpos, qvel and the up-vector sensors per step [T, 2, ...]."""
+    env = make_env(task, 2, 1, 0, sim=sim)
+    try:
+        env.noise = False
+        env.pushes = False
+        env.reset()
+        qpos = np.tile(env.init_qpos, (2, 1))
+        qpos[:, 3:7] = np.stack([np.cos(YAWS / 2), 0 * YAWS, 0 * YAWS, np.sin(YAWS / 2)], axis=1)
+        env.set_state(qpos, np.zeros((2, env.model.nv)))
+        if task == "go2_joystick_flat":
+            env.set_gains(np.full((2, 12), 35.0 * gain_scale), np.full((2, 12), 0.5))
+            env.set_commands(np.array([[0.8, 0.0, 0.0], [0.3, 0.2, 0.5]]))
+        elif task == "g1_walk_flat":
+            env.set_gains(env.nominal_kp * gain_scale, env.nominal_kd)
+        obs = env.observe()[0]
+        sensors = env._sim.output("sensordata")
+        up = [slice(int(env.model.sensor(s).adr[0]), int(env.model.sensor(s).adr[0]) + 3) for s in UP_SENSORS[task]]
+        out = {"qpos": [], "qvel": [], "up": [], "found": [], "foot_force": []}
+        for t in range(STEPS):
+            result = env.step(_actions(env, scenario, t, obs))
+            assert not (result.terminated | result.truncated).any(), "an episode ended: the scenario left the task"
+            obs = result.obs
+            out["qpos"].append(env.qpos.copy())
+            out["qvel"].append(env.qvel.copy())
+            out["up"].append(np.concatenate([sensors[:, s] for s in up], axis=1))
+            if task == "g1_velocity_flat":
+                out["found"].append(env._sub_found.copy())
+                out["foot_force"].append(env.foot_force.copy())
+        return {k: np.array(v) for k, v in out.items()}
+    finally:
+        env.close()
+
+
+def deviations(ref: dict, run: dict) -> dict[str, float]:
+    """The tolerance quantities of `run` against the reference `ref`."""
+    dot = np.abs(np.sum(ref["qpos"][..., 3:7] * run["qpos"][..., 3:7], axis=-1))
+    dv = ref["qvel"][..., :3] - run["qvel"][..., :3]
+    return {"height": float(np.abs(ref["qpos"][..., 2] - run["qpos"][..., 2]).max()),
+            "orientation": float((2 * np.arccos(np.clip(dot, 0.0, 1.0))).max()),
+            "joints": float(np.abs(ref["qpos"][..., 7:] - run["qpos"][..., 7:]).max()),
+            "velocity": float(np.sqrt(np.mean(np.sum(dv ** 2, axis=-1)))),
+            "up": float(np.abs(ref["up"] - run["up"]).max())}
+
+
+def outside(dev: dict[str, float], tolerance: dict[str, float]) -> dict[str, float]:
+    """The quantities that exceed their tolerance."""
+    return {k: v for k, v in dev.items() if v > tolerance[k]}
+
+
+_REFERENCE: dict[tuple[str, str], dict] = {}
+
+
+def reference(task: str, scenario: str) -> dict:
+    """MuJoCo's rollout (computed once per module)."""
+    key = (task, scenario)
+    if key not in _REFERENCE:
+        _REFERENCE[key] = rollout(task, "mujoco", scenario)
+    return _REFERENCE[key]
+
+
+@pytest.fixture
+def motrix_xml_fault(monkeypatch):
+    """Install an edit of the MJCF that MotrixSim alone loads (MuJoCo keeps the task's model)."""
+    def install(edit):
+        def make(sim, model, nsim, nthread, persistent=False, stepper=None, xml=None):
+            if sim == "motrix":
+                edited = edit(xml)
+                assert edited != xml, "the fault changed nothing"
+                xml = edited
+            return make_physics(sim, model, nsim, nthread, persistent, stepper, xml)
+        monkeypatch.setattr(batched, "make_physics", make)
+    return install
+
+
+def _random_states(model: mujoco.MjModel, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n states off the ground: random base orientation, joints about the keyframe, random velocities."""
+    rng = np.random.default_rng(seed)
+    qpos = np.tile(model.key_qpos[0], (n, 1))
+    qpos[:, 2] += 0.3
+    q = rng.normal(size=(n, 4))
+    qpos[:, 3:7] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    qpos[:, 7:] += rng.uniform(-0.2, 0.2, (n, model.nq - 7))
+    return qpos, rng.normal(size=(n, model.nv))
+
+
+# ---------------------------------------------------------- one state, same outputs
+
+
+@pytest.mark.parametrize("task", ["go2_joystick_flat"])
+def test_outputs_from_one_state_are_mujocos(task):
+    """From the same state, every position/velocity sensor and body frame equals MuJoCo's to float32 precision
+    (including the sensors computed here: world-body frame axes, subtree angular momentum), the CoM moved by a
+    per-env body_ipos row included."""
+    envs = {sim: make_env(task, 3, 1, 0, sim=sim) for sim in ("mujoco", "motrix")}
+    try:
+        model = envs["mujoco"].model
+        qpos, qvel = _random_states(model, 3, seed=1)
+        names = ("sensordata", "xpos", "xquat", "cvel", "subtree_com")
+        outputs = {sim: {k: e._sim.output(k) for k in names} for sim, e in envs.items()}
+        for e in envs.values():
+            physics = e._sim
+            assert isinstance(physics, Physics)
+            ipos = physics.field("body_ipos").reshape(3, model.nbody, 3)
+            ipos[1, 1] += (0.02, -0.01, 0.03)  # env 1's root CoM moved
+            physics.reset(None)
+            physics.set_state(None, qpos, qvel)
+            physics.forward(STAGE_VEL)
+        ref, got = outputs["mujoco"], outputs["motrix"]
+        checked = [i for i in range(model.nsensor) if model.sensor_type[i] not in
+                   (mujoco.mjtSensor.mjSENS_ACCELEROMETER, mujoco.mjtSensor.mjSENS_CONTACT)]  # acceleration stage
+        assert len(checked) >= 9
+        for i in checked:
+            cols = slice(model.sensor_adr[i], model.sensor_adr[i] + model.sensor_dim[i])
+            np.testing.assert_allclose(got["sensordata"][:, cols], ref["sensordata"][:, cols], atol=2e-5, rtol=1e-5,
+                                       err_msg=model.sensor(i).name)
+        for name in ("xpos", "cvel", "subtree_com"):
+            np.testing.assert_allclose(got[name], ref[name], atol=2e-5, rtol=1e-5, err_msg=name)
+        q_ref, q_got = ref["xquat"].reshape(3, -1, 4), got["xquat"].reshape(3, -1, 4)
+        np.testing.assert_allclose(np.abs(np.sum(q_ref * q_got, axis=-1)), 1.0, atol=1e-6)  # q and -q: one rotation
+        assert np.abs(ref["subtree_com"][1] - ref["subtree_com"][0]).max() > 1e-3  # the moved CoM shows
+        np.testing.assert_allclose(envs["motrix"].qpos, qpos, atol=1e-6)
+        np.testing.assert_allclose(envs["motrix"].qvel, qvel, atol=1e-5)
+    finally:
+        for e in envs.values():
+            e.close()
+
+
+# ------------------------------------------------------------ Go2 trajectories
+
+
+@pytest.mark.parametrize("scenario", ["stand", "step"])
+def test_go2_open_loop_trajectory_is_mujocos(scenario):
+    """go2_joystick_flat standing, and a thigh/calf target step, over 1 s: base height within 4 mm, orientation
+    within 0.015 rad, joints within 0.05 rad, base velocity within 0.03 m/s RMS, IMU up vectors within 0.02
+    (measured at most: 1.7 mm, 0.0084 rad, 0.031 rad, 0.022 m/s, 0.0086)."""
+    dev = deviations(reference("go2_joystick_flat", scenario), rollout("go2_joystick_flat", "motrix", scenario))
+    assert not outside(dev, GO2_OPEN_LOOP), dev
+
+
+def test_go2_walking_policy_trajectory_is_mujocos():
+    """The trained walking policy over 1 s (closed loop, so the deviations feed back through its observations):
+    height within 2 cm, orientation within 0.15 rad, joints within 0.3 rad, base velocity within 0.15 m/s
+    RMS, up vectors within 0.05 (measured: 1.0 cm, 0.093 rad, 0.13 rad, 0.08 m/s, 0.019); and it walks
+    (> 0.3 m forward in both engines)."""
+    ref = reference("go2_joystick_flat", "policy")
+    run = rollout("go2_joystick_flat", "motrix", "policy")
+    dev = deviations(ref, run)
+    assert not outside(dev, GO2_POLICY), dev
+    for r in (ref, run):
+        assert r["qpos"][-1, 0, 0] - r["qpos"][0, 0, 0] > 0.3
+
+
+def _mass(xml: str) -> str:
+    return re.sub(r'(<body name="base".*?<inertial [^>]*mass=")([0-9.]+)',
+                  lambda m: m.group(1) + repr(1.3 * float(m.group(2))), xml, count=1, flags=re.S)
+
+
+def _frictionless_feet(xml: str) -> str:
+    return re.sub(r'(<geom name="(?:FL|FR|RL|RR)" [^>]*friction=")[^"]*"', r'\g<1>0 0 0"', xml)
+
+
+def _raised_floor(xml: str) -> str:
+    return re.sub(r'(<geom name="floor" [^>]*pos=")0.0 0.0 0.0"', r'\g<1>0.0 0.0 0.02"', xml)
+
+
+def _tilted_imu(xml: str) -> str:
+    return re.sub(r'(<site name="imu" )', r'\g<1>euler="0 0.2 0" ', xml)
+
+
+@pytest.mark.parametrize("fault, edit, broken", [
+    ("base mass x 1.3", _mass, "height"),
+    ("no foot friction", _frictionless_feet, "height"),
+    ("floor 2 cm higher", _raised_floor, "height"),
+    ("IMU site turned 0.2 rad", _tilted_imu, "up"),
+])
+def test_go2_model_faults_on_motrixsim_break_the_parity(motrix_xml_fault, fault, edit, broken):
+    """Each fault in the MJCF MotrixSim loads takes the step response outside the open-loop tolerance it
+    bears on (a mass or contact fault the base height, a turned sensor site the up vectors)."""
+    motrix_xml_fault(edit)
+    dev = deviations(reference("go2_joystick_flat", "step"), rollout("go2_joystick_flat", "motrix", "step"))
+    assert broken in outside(dev, GO2_OPEN_LOOP), (fault, dev)
+
+
+def test_go2_gain_fault_breaks_the_parity_and_the_tasks_gains_reach_motrixsim(motrix_xml_fault):
+    """MotrixSim servos with kp x 1.5 leave the step response's height and joint tolerances (measured: 2.4 cm,
+    0.18 rad); the task's per-env gains (actuator_gainprm/biasprm rows) override the model's, so kp x 1.5 in
+    the MJCF alone changes nothing."""
+    ref = reference("go2_joystick_flat", "step")
+    dev = deviations(ref, rollout("go2_joystick_flat", "motrix", "step", gain_scale=1.5))
+    assert {"height", "joints"} <= set(outside(dev, GO2_OPEN_LOOP)), dev
+    motrix_xml_fault(lambda xml: re.sub(r'gainprm="35.0" biastype="affine" biasprm="0 -35.0',
+                                        'gainprm="52.5" biastype="affine" biasprm="0 -52.5', xml))
+    dev = deviations(ref, rollout("go2_joystick_flat", "motrix", "step"))
+    assert not outside(dev, GO2_OPEN_LOOP), dev
+
+
+# -------------------------------------------------------------- the interface
+
+
+def _go2(n: int = 2):
+    env = make_env("go2_joystick_flat", n, 1, 0, sim="motrix")
+    env.reset()
+    return env
+
+
+def test_a_reset_or_state_write_of_one_row_leaves_the_others_untouched():
+    """Resetting env 1 mid-run leaves env 0's trajectory bit-identical to a run without that reset."""
+    runs = []
+    for reset in (False, True):
+        env = _go2()
+        rng = np.random.default_rng(0)
+        for t in range(20):
+            if reset and t == 10:
+                env._reset_rows(np.array([1], np.int32))
+            env.step(rng.normal(size=(2, 12)))
+        runs.append(env.qpos.copy())
+        env.close()
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert not np.array_equal(runs[0][1], runs[1][1])
+
+
+def test_step_async_and_per_substep_reads_match_step():
+    """step_async + wait gives what step gives; after_substep(k) runs after each substep with that substep's
+    sensors (MuJoCo's timing: the last one's are the step's)."""
+    physics = {k: _go2()._sim for k in ("sync", "async", "hook")}
+    rng = np.random.default_rng(1)
+    seen: list[tuple[int, np.ndarray]] = []
+    hook = physics["hook"]
+    for _ in range(5):
+        ctrl = rng.normal(size=(2, 12)) * 0.3 + physics["sync"].qpos[:, 7:]
+        for p in physics.values():
+            p.ctrl[:] = ctrl
+        physics["sync"].step(2)
+        physics["async"].step_async(2)
+        physics["async"].wait()
+        seen.clear()
+        hook.step(2, after_substep=lambda k: seen.append((k, hook.output("sensordata").copy())))
+    assert [k for k, _ in seen] == [0, 1]
+    assert not np.array_equal(seen[0][1], seen[1][1])
+    for p in ("async", "hook"):
+        np.testing.assert_array_equal(physics[p].qpos, physics["sync"].qpos)
+        np.testing.assert_array_equal(physics[p].output("sensordata"), physics["sync"].output("sensordata"))
+    np.testing.assert_array_equal(seen[-1][1], physics["sync"].output("sensordata"))
+    for p in physics.values():
+        p.close()
+
+
+def test_randomisation_motrixsim_cannot_apply_is_refused():
+    """A per-env field MotrixSim cannot express raises at the next call instead of being ignored; so do an
+    unknown field or output."""
+    env = _go2()
+    try:
+        gain = env._sim.field("actuator_gainprm").reshape(2, 12, -1)
+        gain[1, 3, 1] = 2.0  # a gain parameter beyond the fixed gain
+        with pytest.raises(NotImplementedError, match="FR_hip"):
+            env.step(np.zeros((2, 12)))
+        with pytest.raises(ValueError, match="body_mass"):
+            env._sim.field("body_mass")
+        with pytest.raises(ValueError, match="qfrc_actuator"):
+            env._sim.output("qfrc_actuator")
+    finally:
+        env.close()
+
+
+def test_motrixsim_refuses_what_it_cannot_load_by_name():
+    """A sensor MotrixSim has no counterpart for is refused at construction, naming it."""
+    xml = """<mujoco><worldbody><body name="b"><freejoint/><geom size="0.1"/><site name="s"/></body></worldbody>
+    <sensor><framequat name="q" objtype="site" objname="s" reftype="body" refname="world"/></sensor></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(NotImplementedError, match="'q'"):
+        MotrixPhysics(model, xml, 2, 1)
