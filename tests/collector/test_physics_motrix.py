@@ -34,8 +34,9 @@ YAWS = np.array([0.0, 2.0])
 # Tolerances: largest deviation from MuJoCo over the second (velocity: RMS over steps and envs).
 GO2_OPEN_LOOP = {"height": 0.004, "orientation": 0.015, "joints": 0.05, "velocity": 0.03, "up": 0.02}
 GO2_POLICY = {"height": 0.02, "orientation": 0.15, "joints": 0.3, "velocity": 0.15, "up": 0.05}
+G1_OPEN_LOOP = {"height": 0.004, "orientation": 0.015, "joints": 0.07, "velocity": 0.015, "up": 0.02}
 # The up-vector sensors (the policy's projected gravity) of each task.
-UP_SENSORS = {"go2_joystick_flat": ("upvector", "world_z")}
+UP_SENSORS = {"go2_joystick_flat": ("upvector", "world_z"), "g1_walk_flat": ("torso_upvector",)}
 
 
 # ------------------------------------------------------------------ helpers
@@ -155,7 +156,7 @@ def _random_states(model: mujoco.MjModel, n: int, seed: int) -> tuple[np.ndarray
 # ---------------------------------------------------------- one state, same outputs
 
 
-@pytest.mark.parametrize("task", ["go2_joystick_flat"])
+@pytest.mark.parametrize("task", ["go2_joystick_flat", "g1_walk_flat"])
 def test_outputs_from_one_state_are_mujocos(task):
     """From the same state, every position/velocity sensor and body frame equals MuJoCo's to float32 precision
     (including the sensors computed here: world-body frame axes, subtree angular momentum), the CoM moved by a
@@ -261,6 +262,20 @@ def test_go2_gain_fault_breaks_the_parity_and_the_tasks_gains_reach_motrixsim(mo
                                         'gainprm="52.5" biastype="affine" biasprm="0 -52.5', xml))
     dev = deviations(ref, rollout("go2_joystick_flat", "motrix", "step"))
     assert not outside(dev, GO2_OPEN_LOOP), dev
+
+
+# ------------------------------------------------------------- G1 trajectories
+
+
+@pytest.mark.parametrize("task", ["g1_walk_flat"])
+@pytest.mark.parametrize("scenario", ["stand", "step"])
+def test_g1_open_loop_trajectory_is_mujocos(task, scenario):
+    """The G1 standing, and an arm target step (shoulder pitch -0.25 rad, elbow +0.25 rad), over 1 s, with
+    each task's per-env gains, foot friction and torso CoM: base height within 4 mm, orientation within
+    0.015 rad, joints within 0.07 rad, base velocity within 0.015 m/s RMS, up vectors within 0.02 (measured
+    at most: 1.7 mm, 0.0063 rad, 0.035 rad, 0.0076 m/s, 0.0077)."""
+    dev = deviations(reference(task, scenario), rollout(task, "motrix", scenario))
+    assert not outside(dev, G1_OPEN_LOOP), dev
 
 
 # -------------------------------------------------------------- the interface
