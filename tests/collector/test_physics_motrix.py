@@ -22,9 +22,11 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
+from test_g1_tracking import trajectory  # the tracking tests' kinematic clip
 
 import collector.envs.batched as batched
 from collector.envs import make_env
+from collector.envs.g1.motion import clip_from_qpos, write_clip
 from collector.envs.physics import STAGE_VEL, Physics, make_physics
 from collector.envs.physics.motrix import MotrixPhysics
 
@@ -36,7 +38,8 @@ GO2_OPEN_LOOP = {"height": 0.004, "orientation": 0.015, "joints": 0.05, "velocit
 GO2_POLICY = {"height": 0.02, "orientation": 0.15, "joints": 0.3, "velocity": 0.15, "up": 0.05}
 G1_OPEN_LOOP = {"height": 0.004, "orientation": 0.015, "joints": 0.07, "velocity": 0.015, "up": 0.02}
 # The up-vector sensors (the policy's projected gravity) of each task.
-UP_SENSORS = {"go2_joystick_flat": ("upvector", "world_z"), "g1_walk_flat": ("torso_upvector",)}
+UP_SENSORS = {"go2_joystick_flat": ("upvector", "world_z"), "g1_walk_flat": ("torso_upvector",),
+              "g1_velocity_flat": ("imu_upvector", "torso_upvector")}
 
 
 # ------------------------------------------------------------------ helpers
@@ -156,7 +159,7 @@ def _random_states(model: mujoco.MjModel, n: int, seed: int) -> tuple[np.ndarray
 # ---------------------------------------------------------- one state, same outputs
 
 
-@pytest.mark.parametrize("task", ["go2_joystick_flat", "g1_walk_flat"])
+@pytest.mark.parametrize("task", ["go2_joystick_flat", "g1_walk_flat", "g1_velocity_flat"])
 def test_outputs_from_one_state_are_mujocos(task):
     """From the same state, every position/velocity sensor and body frame equals MuJoCo's to float32 precision
     (including the sensors computed here: world-body frame axes, subtree angular momentum), the CoM moved by a
@@ -193,6 +196,22 @@ def test_outputs_from_one_state_are_mujocos(task):
     finally:
         for e in envs.values():
             e.close()
+
+
+def test_motion_tracking_observation_from_one_state_is_mujocos(tmp_path):
+    """g1_motion_tracking's observation and critic of a reference-state start (body frames, cvel, subtree CoM
+    in the task's own conventions) equal MuJoCo's to float32 precision."""
+    clip = tmp_path / "clip.npz"
+    write_clip(clip, clip_from_qpos(trajectory()))
+    obs = {}
+    for sim in ("mujoco", "motrix"):
+        env = make_env("g1_motion_tracking", 2, 1, 3, motion_file=str(clip), sim=sim)
+        env.noise = env.init_noise = env.pushes = False
+        env.reset()
+        obs[sim] = env.observe()
+        env.close()
+    for ref, got in zip(obs["mujoco"], obs["motrix"], strict=True):
+        np.testing.assert_allclose(got, ref, atol=2e-5, rtol=1e-5)
 
 
 # ------------------------------------------------------------ Go2 trajectories
@@ -267,7 +286,7 @@ def test_go2_gain_fault_breaks_the_parity_and_the_tasks_gains_reach_motrixsim(mo
 # ------------------------------------------------------------- G1 trajectories
 
 
-@pytest.mark.parametrize("task", ["g1_walk_flat"])
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_velocity_flat"])
 @pytest.mark.parametrize("scenario", ["stand", "step"])
 def test_g1_open_loop_trajectory_is_mujocos(task, scenario):
     """The G1 standing, and an arm target step (shoulder pitch -0.25 rad, elbow +0.25 rad), over 1 s, with
@@ -276,6 +295,64 @@ def test_g1_open_loop_trajectory_is_mujocos(task, scenario):
     at most: 1.7 mm, 0.0063 rad, 0.035 rad, 0.0076 m/s, 0.0077)."""
     dev = deviations(reference(task, scenario), rollout(task, "motrix", scenario))
     assert not outside(dev, G1_OPEN_LOOP), dev
+
+
+def test_g1_velocity_foot_contacts_and_forces_are_mujocos():
+    """g1_velocity_flat standing: the per-substep foot contact flags agree with MuJoCo's on >= 97% of the
+    substeps, and the mean net foot force (MuJoCo's sign and world frame) within 5% of its weight share
+    (measured: 99.9%, 1.3%)."""
+    ref, run = reference("g1_velocity_flat", "stand"), rollout("g1_velocity_flat", "motrix", "stand")
+    assert np.mean((ref["found"] > 0) == (run["found"] > 0)) >= 0.97
+    mean_ref, mean_run = ref["foot_force"].mean(axis=(0, 1)), run["foot_force"].mean(axis=(0, 1))  # [2 feet, 3]
+    assert (mean_ref[:, 2] < -100).all()  # the foot pushes the floor down: MuJoCo's sign
+    np.testing.assert_allclose(mean_run, mean_ref, atol=0.05 * np.abs(mean_ref[:, 2]).max())
+
+
+def test_g1_self_collisions_are_counted_as_on_mujoco():
+    """An arm pushed through the torso counts a self-contact over 10 N in all 4 substeps, as on MuJoCo; the
+    home pose counts none."""
+    counts = {}
+    for sim in ("mujoco", "motrix"):
+        env = make_env("g1_velocity_flat", 2, 1, 0, sim=sim)
+        env.noise = env.pushes = False
+        env.reset()
+        qpos = np.tile(env.init_qpos, (2, 1))
+        qpos[1, env.model.joint("left_shoulder_roll_joint").qposadr[0]] = -1.0  # the left arm through the torso
+        env.set_state(qpos, np.zeros((2, env.model.nv)))
+        env.step(np.zeros((2, 29)))
+        counts[sim] = env.self_collision_count.copy()
+        env.close()
+    np.testing.assert_array_equal(counts["mujoco"], [0, 4])
+    np.testing.assert_array_equal(counts["motrix"], counts["mujoco"])
+
+
+def test_g1_motion_tracking_replay_is_mujocos(tmp_path):
+    """Replaying the clip's joint targets from its first frame for 0.2 s: base height within 4 mm, joints within
+    0.05 rad, the four pose terms within 1% of their maximum of MuJoCo's and the two velocity terms within 10%
+    (measured: 1.0 mm, 0.016 rad, 0.54%, 6.9%: the velocity terms differ most in the first steps' landing)."""
+    clip = tmp_path / "clip.npz"
+    write_clip(clip, clip_from_qpos(trajectory()))
+    runs = {}
+    for sim in ("mujoco", "motrix"):
+        env = make_env("g1_motion_tracking", 2, 1, 0, motion_file=str(clip), sim=sim)
+        env.noise = env.init_noise = env.pushes = False
+        env.sampling_mode = "start"
+        env.reset()
+        qpos, terms = [], []
+        for _ in range(10):
+            result = env.step((env.ref_joint_pos[env.frame] - env.default_joint_pos) / env.action_scale)
+            qpos.append(env.qpos.copy())
+            terms.append(np.stack([result.terms[k] / (w * env.dt) for k, w in
+                                   (("motion_global_root_pos", 0.5), ("motion_global_root_ori", 0.5),
+                                    ("motion_body_pos", 1.0), ("motion_body_ori", 1.0),
+                                    ("motion_body_lin_vel", 1.0), ("motion_body_ang_vel", 1.0))]))
+        runs[sim] = np.array(qpos), np.array(terms)
+        env.close()
+    (q_ref, t_ref), (q_run, t_run) = runs["mujoco"], runs["motrix"]
+    assert np.abs(q_ref[..., 2] - q_run[..., 2]).max() < 0.004
+    assert np.abs(q_ref[..., 7:] - q_run[..., 7:]).max() < 0.05
+    assert np.abs(t_ref[:, :4] - t_run[:, :4]).max() < 0.01
+    assert np.abs(t_ref[:, 4:] - t_run[:, 4:]).max() < 0.1
 
 
 # -------------------------------------------------------------- the interface
@@ -301,6 +378,31 @@ def test_a_reset_or_state_write_of_one_row_leaves_the_others_untouched():
         env.close()
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     assert not np.array_equal(runs[0][1], runs[1][1])
+
+
+def test_a_push_written_into_qvel_rows_reaches_motrixsim_as_on_mujoco():
+    """G1Env's push (a direct write to qvel rows, then forward of those rows) gives the pushed row MuJoCo's
+    sensors and next step, and leaves the other row as it was."""
+    sensors, states = {}, {}
+    for sim in ("mujoco", "motrix"):
+        env = make_env("g1_velocity_flat", 2, 1, 0, sim=sim)
+        env.noise = env.pushes = False
+        env.reset()
+        env.set_state(np.tile(env.init_qpos, (2, 1)), np.zeros((2, env.model.nv)))
+        before = env._sim.output("sensordata").copy()
+        env.qvel[1, :6] += (0.4, -0.3, 0.2, 0.5, -0.4, 0.3)
+        env._sim.forward(STAGE_VEL, np.array([1], np.int32))
+        after = env._sim.output("sensordata")
+        np.testing.assert_array_equal(after[0], before[0])
+        velocity = [env.model.sensor(k) for k in ("imu_lin_vel", "imu_ang_vel", "root_angmom", "torso_angvel")]
+        sensors[sim] = np.concatenate([after[1, s.adr[0]:s.adr[0] + 3] for s in velocity])
+        env.step(np.zeros((2, 29)))
+        states[sim] = env.qvel.copy()
+        env.close()
+    assert np.abs(sensors["mujoco"]).min() > 0.01  # every component moved by the push
+    np.testing.assert_allclose(sensors["motrix"], sensors["mujoco"], atol=1e-4)
+    np.testing.assert_allclose(states["motrix"][1, :6], states["mujoco"][1, :6], atol=0.02)
+    assert np.abs(states["mujoco"][1, :6] - states["mujoco"][0, :6]).max() > 0.2
 
 
 def test_step_async_and_per_substep_reads_match_step():
