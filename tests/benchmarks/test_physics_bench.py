@@ -110,3 +110,24 @@ def test_a_tracking_task_without_its_clip_is_refused_by_name():
     """g1_motion_tracking with no --motion-file stops at the config, naming the missing option."""
     with pytest.raises(ValueError, match="task_options.motion_file"):
         physics.task_config("g1_motion_tracking", 8)
+
+
+def test_engines_are_compared_side_by_side_on_the_same_task(tmp_path):
+    """--sim mujoco,motrix: one task on both engines in the same rounds, labelled by engine, then each run."""
+    path = tmp_path / "engines.json"
+    assert physics.main(["--task", "go2_joystick_flat", "--sim", "mujoco,motrix", "--num-envs", "4", "--threads", "1",
+                         "--seconds", "0.1", "--rounds", "2", "--json", str(path)]) == 0
+    result = json.loads(path.read_text())
+    tasks = result["comparison"]["tasks"]
+    assert list(tasks) == ["go2_joystick_flat (mujoco)", "go2_joystick_flat (motrix)"]
+    assert all(len(t["rounds"]) == 2 and t["physics_ceiling_steps_per_s"] > 0 for t in tasks.values())
+    assert [(r["task"], r["sim"]) for r in result["runs"]] == [("go2_joystick_flat", "mujoco"),
+                                                               ("go2_joystick_flat", "motrix")]
+    assert all(r["collector_steps_per_s"] > 0 for r in result["runs"])
+
+
+def test_an_unknown_engine_is_refused_naming_the_engines(capsys):
+    """--sim with a name that is no engine exits 2 naming mujoco and motrix."""
+    with pytest.raises(SystemExit) as exc:
+        physics.main(["--sim", "mujoco,bullet"])
+    assert exc.value.code == 2 and "mujoco,motrix" in capsys.readouterr().err

@@ -78,3 +78,13 @@ def test_a_task_from_elsewhere_refuses_another_engine():
 def test_every_task_lists_mujoco_first():
     """MuJoCo is every built-in task's engine and the default."""
     assert all(cls.sims[0] == "mujoco" for cls in TASKS.values())
+
+
+def test_without_motrixsim_installed_motrix_says_what_to_install(monkeypatch):
+    """With MotrixSim missing, --sim motrix is refused naming the extra and the image that carry it."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "motrixsim", None)  # as if not installed: its import fails
+    monkeypatch.delitem(sys.modules, "collector.envs.physics.motrix", raising=False)
+    with pytest.raises(UnknownSimError, match=r"pip install 'appo\[motrix\]'.*appo-collector-motrix"):
+        make_env("go2_joystick_flat", 2, 1, 0, sim="motrix")
