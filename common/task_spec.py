@@ -71,7 +71,12 @@ def task_spec(name: str) -> TaskSpec:
 ENGINES = ("mujoco", "motrix")
 # The engines each built-in task runs on, MuJoCo first.
 # The Gymnasium bodies, and any task defined elsewhere, are MuJoCo's only.
-TASK_ENGINES: dict[str, tuple[str, ...]] = {}
+TASK_ENGINES: dict[str, tuple[str, ...]] = {
+    "go2_joystick_flat": ENGINES,
+    "g1_walk_flat": ENGINES,
+    "g1_velocity_flat": ENGINES,
+    "g1_motion_tracking": ENGINES,
+}
 
 
 def task_engines(task: str) -> tuple[str, ...]:

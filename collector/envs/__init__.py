@@ -25,7 +25,7 @@ from collector.envs.interface import VectorEnv
 from collector.envs.physics import SIMS, UnknownSimError
 from collector.envs.registry import make_plugin_env
 from common.task_plugins import entry_point_tasks
-from common.task_spec import TASK_SPECS, UnknownTaskError
+from common.task_spec import TASK_SPECS, UnknownTaskError, task_engines, tasks_on
 
 __all__ = ["SIMS", "BatchedEnv", "EnvGroups", "StepResult", "UnknownSimError", "VectorEnv", "available_tasks",
            "make_collector_env", "make_env", "task_sims"]
@@ -82,14 +82,14 @@ def make_collector_env(task: str, num_envs: int, num_threads: int, seed: int,
 
 def task_sims(task: str) -> tuple[str, ...]:
     """The physics engines `task` runs on (a task from elsewhere brings its own: MuJoCo's, as far as we know)."""
-    return TASKS[task].sims if task in TASKS else ("mujoco",)
+    return task_engines(task)
 
 
 def check_sim_of_plugin(task: str, sim: str) -> None:
     """Refuse an engine for a task defined outside this package: it builds its own simulation."""
     if sim != "mujoco":
         raise UnknownSimError(f"task {task} builds its own simulation; --sim {sim} applies to the built-in "
-                              f"tasks that run on it: {', '.join(t for t in sorted(TASKS) if sim in TASKS[t].sims)}")
+                              f"tasks that run on it: {', '.join(tasks_on(sim))}")
 
 
 def _task_options(task: str, motion_file: str | None) -> dict:

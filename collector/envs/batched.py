@@ -20,7 +20,7 @@ import mujoco
 import numpy as np
 
 from collector.envs.physics import STAGE_NONE, UnknownSimError, make_physics, make_stepper
-from common.task_spec import TaskSpec, task_spec
+from common.task_spec import TaskSpec, task_engines, task_spec
 
 GYM_ASSETS = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
 
@@ -80,8 +80,6 @@ class BatchedEnv(ABC):
     task: str
     xml_file: str
     frame_skip: int
-    # The physics engines (collector/envs/physics) the task runs on: a Gymnasium file, MuJoCo only.
-    sims: tuple[str, ...] = ("mujoco",)
     # One mjData per simulation, kept between calls: needed by a task that runs
     # a native function on the data a step left behind (see _mjbatch).
     persistent: bool = False
@@ -98,9 +96,10 @@ class BatchedEnv(ABC):
                  max_episode_steps: int | None = None, stepper: ThreadPoolExecutor | None = None,
                  sim: str = "mujoco"):
         """stepper: the thread `step_async` runs the physics on, shared by envs that must take turns
-        (see EnvGroups); None: the env's own.  sim: the physics engine, one of the task's `sims`."""
-        if sim not in self.sims:
-            raise UnknownSimError(f"task {self.task} runs on {' and '.join(self.sims)}, not {sim!r}")
+        (see EnvGroups); None: the env's own.  sim: the physics engine, one of the task's (`task_engines`)."""
+        engines = task_engines(self.task)
+        if sim not in engines:
+            raise UnknownSimError(f"task {self.task} runs on {' and '.join(engines)}, not {sim!r}")
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if max_episode_steps is not None and max_episode_steps < 1:

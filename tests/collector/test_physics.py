@@ -75,9 +75,11 @@ def test_a_task_from_elsewhere_refuses_another_engine():
         make_env("gym:CartPole-v1", 2, 1, 0, sim="motrix")
 
 
-def test_every_task_lists_mujoco_first():
-    """MuJoCo is every built-in task's engine and the default."""
-    assert all(cls.sims[0] == "mujoco" for cls in TASKS.values())
+def test_the_robot_tasks_run_on_both_engines_and_mujoco_is_everyones_first():
+    """The Go2 and the three G1 tasks list mujoco and motrix; every built-in task lists mujoco first (the default)."""
+    assert all(task_sims(t)[0] == "mujoco" for t in TASKS)
+    assert [t for t in sorted(TASKS) if "motrix" in task_sims(t)] == [
+        "g1_motion_tracking", "g1_velocity_flat", "g1_walk_flat", "go2_joystick_flat"]
 
 
 def test_without_motrixsim_installed_motrix_says_what_to_install(monkeypatch):

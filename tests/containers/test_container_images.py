@@ -30,11 +30,12 @@ def test_collector_image_is_torch_free_and_at_most_500_mb():
 
 STEP_GO2 = ("import numpy as np; from collector.envs import make_env; "
             "env = make_env('go2_joystick_flat', 2, 1, 0, sim='motrix'); env.reset(); "
-            "r = env.step(np.zeros((2, 12), np.float32)); print('height', env.qpos[0, 2], 'finite', np.isfinite(r.obs).all())")
+            "r = env.step(np.zeros((2, 12), np.float32)); "
+            "print('height', env.qpos[0, 2], 'finite', np.isfinite(r.obs).all())")
 
 
 def test_the_motrix_collector_image_steps_the_go2_on_motrixsim_and_the_default_one_says_what_to_use():
-    """appo-collector-motrix steps go2_joystick_flat on MotrixSim; the default image names that image for --sim motrix."""
+    """appo-collector-motrix steps go2_joystick_flat on MotrixSim; the default image names it for --sim motrix."""
     out = docker("run", "--rm", "--network", "host", "--entrypoint", "python3", IMAGES["collector-motrix"], "-c",
                  STEP_GO2)
     words = out.stdout.split()

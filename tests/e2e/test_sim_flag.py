@@ -5,6 +5,9 @@ import subprocess
 import torch
 import yaml
 from e2e_helpers import exe
+from g1_clips import walking_qpos
+
+from collector.envs.g1.motion import clip_from_qpos, write_clip
 
 TINY = ["algo.num_envs=16", "algo.steps_per_env=8", "algo.max_iterations=2", "algo.save_interval=2",
         "algo.policy.actor_hidden_dims=[32]", "algo.policy.critic_hidden_dims=[32]", "training.console=false",
@@ -16,7 +19,7 @@ def _run(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def test_seed_quick_start_on_mujoco_records_the_engine_in_config_and_checkpoint(tmp_path, shm_root):
-    """`appo-train --task go2_joystick_flat --sim mujoco` (shortened) trains; config.yaml and the checkpoint say mujoco."""
+    """`appo-train --task go2_joystick_flat --sim mujoco` (shortened) trains; config.yaml and checkpoint say mujoco."""
     run = tmp_path / "run"
     proc = _run([exe("appo-train"), "--task", "go2_joystick_flat", "--sim", "mujoco", "--log-dir", str(run), *TINY,
                  f"transport.shm_root={shm_root}"], timeout=240)
@@ -24,6 +27,21 @@ def test_seed_quick_start_on_mujoco_records_the_engine_in_config_and_checkpoint(
     assert yaml.safe_load((run / "config.yaml").read_text())["training"]["sim_backend"] == "mujoco"
     state = torch.load(run / "model_2.pt", weights_only=True)
     assert state["config"]["training"]["sim_backend"] == "mujoco"
+
+
+def test_seed_quick_starts_on_motrix_train_and_record_motrix(tmp_path, shm_root):
+    """`appo-train --task go2_joystick_flat --sim motrix` and the seed's `--task g1_motion_tracking --sim motrix
+    training.no_play=true` (with a clip, shortened) train on MotrixSim; config and checkpoint say motrix."""
+    clip = tmp_path / "walk.npz"
+    write_clip(clip, clip_from_qpos(walking_qpos(60)))
+    for task, extra in (("go2_joystick_flat", []), ("g1_motion_tracking", [f"task_options.motion_file={clip}"])):
+        run = tmp_path / task
+        proc = _run([exe("appo-train"), "--task", task, "--sim", "motrix", "--log-dir", str(run), *TINY, *extra,
+                     f"transport.shm_root={shm_root}"], timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert yaml.safe_load((run / "config.yaml").read_text())["training"]["sim_backend"] == "motrix"
+        state = torch.load(run / "model_2.pt", weights_only=True)
+        assert state["config"]["training"]["sim_backend"] == "motrix" and state["total_env_steps"] >= 2 * 16 * 8
 
 
 def test_an_engine_a_task_lacks_is_refused_naming_what_it_runs_on(tmp_path, shm_root):

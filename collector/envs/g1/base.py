@@ -46,7 +46,6 @@ class G1Env(BatchedEnv):
 
     frame_skip = DECIMATION
     step_stage = STAGE_VEL
-    sims = ("mujoco", "motrix")
     task_sensors: tuple[str, ...] = ()  # MJCF sensor elements the task adds to the robot's
     encoder_bias_range: tuple[float, float]
     torso_com_offset_range: tuple[tuple[float, float], tuple[float, float], tuple[float, float]]  # x, y, z

@@ -107,7 +107,6 @@ class G1WalkFlat(BatchedEnv):
     """
 
     task = "g1_walk_flat"
-    sims = ("mujoco", "motrix")
     frame_skip = DECIMATION
     step_stage = STAGE_NONE  # sensors as mj_step leaves them (one substep old): the seed reads them so
 

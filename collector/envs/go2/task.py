@@ -104,7 +104,6 @@ class Go2JoystickFlat(BatchedEnv):
     """
 
     task = "go2_joystick_flat"
-    sims = ("mujoco", "motrix")
     frame_skip = 2
     step_stage = STAGE_NONE  # sensors as mj_step leaves them (the seed's reads)
 
