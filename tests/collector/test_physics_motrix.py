@@ -308,6 +308,31 @@ def test_g1_velocity_foot_contacts_and_forces_are_mujocos():
     np.testing.assert_allclose(mean_run, mean_ref, atol=0.05 * np.abs(mean_ref[:, 2]).max())
 
 
+def test_g1_per_env_foot_friction_reaches_motrixsim():
+    """Foot friction rows of 0.05 and 1.2 (the geom_friction field) under a 1 m/s forward kick: in 0.5 s the
+    slippery feet slide back and the others do not, the mean foot x displacement of each env within 2 cm of
+    MuJoCo's (measured: -3.9 and +3.6 cm on MuJoCo, -3.2 and +3.7 cm on MotrixSim; with the rows ignored,
+    MotrixSim's feet move +4.2 cm in both envs)."""
+    moved = {}
+    for sim in ("mujoco", "motrix"):
+        env = make_env("g1_velocity_flat", 2, 1, 0, sim=sim)
+        env.noise = env.pushes = False
+        env.reset()
+        friction = env._sim.field("geom_friction").reshape(2, env.model.ngeom, 3)
+        friction[:, env.foot_geoms, 0] = np.array([[0.05], [1.2]])
+        qvel = np.zeros((2, env.model.nv))
+        qvel[:, 0] = 1.0
+        env.set_state(np.tile(env.init_qpos, (2, 1)), qvel)
+        feet_x = env._cols["foot_z"] - 2
+        start = env._sim.output("sensordata")[:, feet_x].copy()
+        for _ in range(25):
+            assert not env.step(np.zeros((2, 29))).terminated.any()
+        moved[sim] = (env._sim.output("sensordata")[:, feet_x] - start).mean(axis=1)
+        env.close()
+    assert moved["mujoco"][0] < -0.03 and moved["mujoco"][1] > 0.0
+    np.testing.assert_allclose(moved["motrix"], moved["mujoco"], atol=0.02)
+
+
 def test_g1_self_collisions_are_counted_as_on_mujoco():
     """An arm pushed through the torso counts a self-contact over 10 N in all 4 substeps, as on MuJoCo; the
     home pose counts none."""
