@@ -390,7 +390,8 @@ def _go2(n: int = 2):
 
 
 def test_a_reset_or_state_write_of_one_row_leaves_the_others_untouched():
-    """Resetting env 1 mid-run leaves env 0's trajectory bit-identical to a run without that reset."""
+    """Resetting env 1 mid-run leaves env 0's trajectory bit-identical to a run without that reset; a step of
+    row 1 alone leaves row 0 where it was."""
     runs = []
     for reset in (False, True):
         env = _go2()
@@ -403,6 +404,12 @@ def test_a_reset_or_state_write_of_one_row_leaves_the_others_untouched():
         env.close()
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     assert not np.array_equal(runs[0][1], runs[1][1])
+    env = _go2()
+    qpos = env.qpos.copy()
+    env._sim.step(2, ids=np.array([1], np.int32))  # a step of row 1 only
+    np.testing.assert_array_equal(env.qpos[0], qpos[0])
+    assert not np.array_equal(env.qpos[1], qpos[1])
+    env.close()
 
 
 def test_a_push_written_into_qvel_rows_reaches_motrixsim_as_on_mujoco():

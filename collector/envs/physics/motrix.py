@@ -520,6 +520,8 @@ class _BodyFrames:
         # subtree[b, i]: body i is in the subtree of body b.
         self.subtree = np.array([[_in_subtree(model, i, b) for i in range(n)] for b in range(n)], float)
         self.subtree[0] = 1.0
+        # subtree_com = com_weights @ xipos: each body's subtree CoM as mass-weighted body CoMs.
+        self.com_weights = self.subtree * self.mass / (self.subtree @ self.mass)[:, None]
         self.root = model.body_rootid.copy()
         self.ipos0 = model.body_ipos.copy()
         self.inertia = model.body_inertia.copy()
@@ -548,8 +550,7 @@ class _BodyFrames:
         rot = quat_to_mat(xquat)
         ipos = fields["body_ipos"].reshape(n, self.nbody, 3) if "body_ipos" in fields else self.ipos0
         xipos = xpos + np.einsum("nbij,nbj->nbi", rot, np.broadcast_to(ipos, xpos.shape))
-        total = self.subtree @ self.mass
-        subtree_com = np.einsum("bi,i,nik->nbk", self.subtree, self.mass, xipos) / total[:, None]
+        subtree_com = self.com_weights @ xipos
         ang = np.zeros((n, self.nbody, 3))
         lin = np.zeros((n, self.nbody, 3))
         ang[:, 1:] = q["link_ang"]
@@ -564,7 +565,8 @@ class _BodyFrames:
             m, c = self.mass[inside], subtree_com[:, body]
             v = np.einsum("i,nik->nk", m, vcom[:, inside]) / m.sum()
             frame = rot[:, inside] @ self.irot[inside]  # the inertia's principal axes in the world
-            spin = np.einsum("nbij,bj,nbkj,nbk->nbi", frame, self.inertia[inside], frame, ang[:, inside])
+            w = np.einsum("nbji,nbj->nbi", frame, ang[:, inside]) * self.inertia[inside]  # I w, principal axes
+            spin = np.einsum("nbij,nbj->nbi", frame, w)
             orbit = m[:, None] * np.cross(xipos[:, inside] - c[:, None], vcom[:, inside] - v[:, None])
             return (spin + orbit).sum(axis=1)
 
