@@ -163,11 +163,12 @@ def _random_states(model: mujoco.MjModel, n: int, seed: int) -> tuple[np.ndarray
 def test_outputs_from_one_state_are_mujocos(task):
     """From the same state, every position/velocity sensor and body frame equals MuJoCo's to float32 precision
     (including the sensors computed here: world-body frame axes, subtree angular momentum), the CoM moved by a
-    per-env body_ipos row included."""
+    per-env body_ipos row and a base quaternion off unit norm included."""
     envs = {sim: make_env(task, 3, 1, 0, sim=sim) for sim in ("mujoco", "motrix")}
     try:
         model = envs["mujoco"].model
         qpos, qvel = _random_states(model, 3, seed=1)
+        qpos[2, 3:7] *= 1.01  # off unit norm: MuJoCo's kinematics normalise it (MotrixSim would refuse it)
         names = ("sensordata", "xpos", "xquat", "cvel", "subtree_com")
         outputs = {sim: {k: e._sim.output(k) for k in names} for sim, e in envs.items()}
         for e in envs.values():
@@ -191,6 +192,7 @@ def test_outputs_from_one_state_are_mujocos(task):
         q_ref, q_got = ref["xquat"].reshape(3, -1, 4), got["xquat"].reshape(3, -1, 4)
         np.testing.assert_allclose(np.abs(np.sum(q_ref * q_got, axis=-1)), 1.0, atol=1e-6)  # q and -q: one rotation
         assert np.abs(ref["subtree_com"][1] - ref["subtree_com"][0]).max() > 1e-3  # the moved CoM shows
+        qpos[2, 3:7] /= 1.01
         np.testing.assert_allclose(envs["motrix"].qpos, qpos, atol=1e-6)
         np.testing.assert_allclose(envs["motrix"].qvel, qvel, atol=1e-5)
     finally:

@@ -76,7 +76,7 @@ class MotrixPhysics:
         self.model, self.nsim, self.nthread = model, nsim, nthread
         self._sensors = _SensorPlan(model)
         self.scene = motrixsim.load_mjcf_str(self._sensors.motrix_xml(xml))
-        self._to_motrix, self._from_motrix = _layout(model, self.scene)
+        self._to_motrix, self._from_motrix, self._quats = _layout(model, self.scene)
         self.data = motrixsim.SceneData(self.scene, batch=[nsim])
         self.qpos = np.tile(model.qpos0, (nsim, 1))
         self.qvel = np.zeros((nsim, model.nv))
@@ -210,8 +210,12 @@ class MotrixPhysics:
         if force or changed.any():
             ids = np.arange(self.nsim) if force else np.flatnonzero(changed)
             data = self.data if len(ids) == self.nsim else self.data[motrixsim.DisjointIndices(ids)]
+            qpos = self.qpos[ids]
+            for cols in self._quats:  # MotrixSim refuses a quaternion off unit norm by 1e-4; MuJoCo normalises
+                norm = np.linalg.norm(qpos[:, cols], axis=1, keepdims=True)
+                qpos[:, cols] = np.where(norm > 1e-10, qpos[:, cols] / np.maximum(norm, 1e-10), [1.0, 0.0, 0.0, 0.0])
             # MotrixSim reads the buffers' memory in C order, whatever their strides.
-            qpos = np.ascontiguousarray(self.qpos[ids][:, self._to_motrix], _F32)
+            qpos = np.ascontiguousarray(qpos[:, self._to_motrix], _F32)
             qvel = np.ascontiguousarray(self.qvel[ids], _F32)
             data.reset(self.scene, dof_pos=qpos, dof_vel=qvel, reset_overrides=False)
             self._reset_rows[:] = False
@@ -264,8 +268,9 @@ class MotrixPhysics:
 # --------------------------------------------------------------------- layout
 
 
-def _layout(model: mujoco.MjModel, scene) -> tuple[np.ndarray, np.ndarray]:
-    """Column permutations MuJoCo qpos -> MotrixSim dof_pos and back (quaternions w-last there).
+def _layout(model: mujoco.MjModel, scene) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Column permutations MuJoCo qpos -> MotrixSim dof_pos and back (quaternions w-last there), and the
+    qpos columns of each quaternion.
 
     Raises when MotrixSim ordered joints, actuators or bodies otherwise than MuJoCo, which this file relies on.
     """
@@ -281,13 +286,16 @@ def _layout(model: mujoco.MjModel, scene) -> tuple[np.ndarray, np.ndarray]:
     if mismatch:
         raise RuntimeError(f"MotrixSim's model differs from MuJoCo's in {', '.join(mismatch)}")
     to_motrix = np.arange(model.nq)
+    quats = []
     for j in range(model.njnt):
-        a = model.jnt_qposadr[j]
+        a = int(model.jnt_qposadr[j])
         if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
-            to_motrix[a + 3:a + 7] = [a + 4, a + 5, a + 6, a + 3]
-        elif model.jnt_type[j] == mujoco.mjtJoint.mjJNT_BALL:
-            to_motrix[a:a + 4] = [a + 1, a + 2, a + 3, a]
-    return to_motrix, np.argsort(to_motrix)
+            a += 3
+        elif model.jnt_type[j] != mujoco.mjtJoint.mjJNT_BALL:
+            continue
+        to_motrix[a:a + 4] = [a + 1, a + 2, a + 3, a]
+        quats.append(np.arange(a, a + 4))
+    return to_motrix, np.argsort(to_motrix), quats
 
 
 def _push_field(physics: MotrixPhysics, name: str, values: np.ndarray, pushed: np.ndarray) -> None:
