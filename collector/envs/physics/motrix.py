@@ -221,12 +221,7 @@ class MotrixPhysics:
             self._reset_rows[:] = False
             pushed_qpos[ids] = self.qpos[ids]
             pushed_qvel[ids] = self.qvel[ids]
-        for name, values in self._fields.items():
-            pushed = self._fields_pushed[name]
-            if np.array_equal(values, pushed):
-                continue
-            _push_field(self, name, values, pushed)
-            pushed[:] = values
+        _push_fields(self)
 
     def _pull_state(self, ids: np.ndarray | None) -> None:
         rows = slice(None) if ids is None else ids
@@ -298,25 +293,34 @@ def _layout(model: mujoco.MjModel, scene) -> tuple[np.ndarray, np.ndarray, list[
     return to_motrix, np.argsort(to_motrix), quats
 
 
-def _push_field(physics: MotrixPhysics, name: str, values: np.ndarray, pushed: np.ndarray) -> None:
-    """Hand MotrixSim's per-world overrides the columns of field `name` that changed since the last push."""
+def _push_fields(physics: MotrixPhysics) -> None:
+    """Hand MotrixSim's per-world overrides the field columns written since the last push."""
+    changed = {name: np.any(values != physics._fields_pushed[name], axis=0)
+               for name, values in physics._fields.items()}
+    changed = {name: cols for name, cols in changed.items() if cols.any()}
+    if not changed:
+        return
     model, scene, data, n = physics.model, physics.scene, physics.data, physics.nsim
-    if name in ("actuator_gainprm", "actuator_biasprm"):
+    if changed.keys() & {"actuator_gainprm", "actuator_biasprm"}:
         gain = physics.field("actuator_gainprm").reshape(n, model.nu, -1)
         bias = physics.field("actuator_biasprm").reshape(n, model.nu, -1)
-        changed = np.flatnonzero(np.any(values != pushed, axis=0).reshape(model.nu, -1).any(axis=1))
-        for a in changed:
+        actuators = np.zeros(model.nu, bool)
+        for name in changed.keys() & {"actuator_gainprm", "actuator_biasprm"}:
+            actuators |= changed[name].reshape(model.nu, -1).any(axis=1)
+        for a in np.flatnonzero(actuators):
             _push_gains(scene.actuators[a], model, a, gain[:, a], bias[:, a], data)
-    elif name == "geom_friction":
-        friction = values.reshape(n, model.ngeom, 3)
-        for g in np.flatnonzero(np.any(values != pushed, axis=0).reshape(model.ngeom, 3).any(axis=1)):
+    if "geom_friction" in changed:
+        friction = physics.field("geom_friction").reshape(n, model.ngeom, 3)
+        for g in np.flatnonzero(changed["geom_friction"].reshape(model.ngeom, 3).any(axis=1)):
             scene.geoms[g].set_friction_override(data, np.ascontiguousarray(friction[:, g], _F32))
-    elif name == "body_ipos":
-        ipos = values.reshape(n, model.nbody, 3)
-        for b in np.flatnonzero(np.any(values != pushed, axis=0).reshape(model.nbody, 3).any(axis=1)):
+    if "body_ipos" in changed:
+        ipos = physics.field("body_ipos").reshape(n, model.nbody, 3)
+        for b in np.flatnonzero(changed["body_ipos"].reshape(model.nbody, 3).any(axis=1)):
             if b == 0:
                 raise ValueError("the world body has no centre of mass to move")
             scene.links[b - 1].set_center_of_mass_override(data, np.ascontiguousarray(ipos[:, b], _F32))
+    for name, values in physics._fields.items():
+        physics._fields_pushed[name][:] = values
 
 
 def _push_gains(actuator, model: mujoco.MjModel, a: int, gain: np.ndarray, bias: np.ndarray, data) -> None:
@@ -335,8 +339,8 @@ def _push_gains(actuator, model: mujoco.MjModel, a: int, gain: np.ndarray, bias:
             "gain and affine bias (gainprm[0], biasprm[0:3])")
     actuator.set_gain_override(data, np.ascontiguousarray(gain[:, 0], _F32))
     actuator.set_bias_override(data, np.ascontiguousarray(bias[:, 0], _F32))
-    actuator.set_stiffness_override(data, np.ascontiguousarray((-bias[:, 1]), _F32))
-    actuator.set_damping_override(data, np.ascontiguousarray((-bias[:, 2]), _F32))
+    actuator.set_stiffness_override(data, np.ascontiguousarray(-bias[:, 1], _F32))
+    actuator.set_damping_override(data, np.ascontiguousarray(-bias[:, 2], _F32))
 
 
 # -------------------------------------------------------------------- sensors
