@@ -28,16 +28,21 @@ boundary:
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import motrixsim
-import mujoco
-import numpy as np
-from motrixsim import query
+# MotrixSim warns on stderr, at every model load, of each MJCF option it ignores (docs/design.md lists them);
+# a collector loads one per env group, so only its errors are shown unless RUST_LOG says otherwise.
+os.environ.setdefault("RUST_LOG", "error")
 
-from collector.envs.physics.interface import STAGE_NONE, STAGE_POS, make_stepper
+import motrixsim  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+from motrixsim import query  # noqa: E402
+
+from collector.envs.physics.interface import STAGE_NONE, STAGE_POS, make_stepper  # noqa: E402
 
 _F32 = np.float32
 _SENS = mujoco.mjtSensor
