@@ -22,7 +22,7 @@ so an engine that steps all envs at once on a GPU can sit behind the same calls.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -37,6 +37,45 @@ STAGE_ACC = 3   # and accelerations
 def make_stepper() -> ThreadPoolExecutor:
     """A thread for step_async: one, so the batches sharing it never step at the same time."""
     return ThreadPoolExecutor(1, thread_name_prefix="physics")
+
+
+class BackgroundStep:
+    """An engine's `step_async`/`wait` on a stepper thread, shared by the engines: they define `_step`."""
+
+    def _init_stepper(self, stepper: ThreadPoolExecutor | None) -> None:
+        # stepper: shared by batches that take turns (None: made on first use, shut down on close).
+        self._worker: ThreadPoolExecutor | None = stepper
+        self._owns_worker = stepper is None
+        self._pending: Future | None = None
+
+    def step_async(self, nstep: int, stage: int = STAGE_NONE,
+                   after_substep: Callable[[int], None] | None = None) -> None:
+        """Start `step(nstep, stage=stage, after_substep=...)` of every env on the stepper thread and return at
+        once; `wait()` joins it (and raises its error)."""
+        self._check_idle()
+        if self._worker is None:
+            self._worker = make_stepper()
+        self._pending = self._worker.submit(self._step, nstep, None, stage, after_substep)
+
+    def wait(self) -> None:
+        """Block until the step `step_async` started is done (no-op when none is)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _join_stepper(self) -> None:
+        """Wait for a step in flight, then stop the stepper thread if it is this batch's own."""
+        if self._worker is not None:
+            try:
+                self.wait()
+            finally:
+                if self._owns_worker:
+                    self._worker.shutdown()
+                self._worker = None
+
+    def _check_idle(self) -> None:
+        if self._pending is not None:
+            raise RuntimeError("a step_async() is in flight: call wait() first")
 
 
 @runtime_checkable

@@ -31,7 +31,7 @@ import contextlib
 import os
 import re
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 # MotrixSim warns on stderr, at every model load, of each MJCF option it ignores (docs/design.md lists them);
 # a collector loads one per env group, so only its errors are shown unless RUST_LOG says otherwise.
@@ -42,7 +42,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 from motrixsim import query  # noqa: E402
 
-from collector.envs.physics.interface import STAGE_NONE, STAGE_POS, make_stepper  # noqa: E402
+from collector.envs.physics.interface import STAGE_NONE, STAGE_POS, BackgroundStep  # noqa: E402
 
 _F32 = np.float32
 _SENS = mujoco.mjtSensor
@@ -67,7 +67,7 @@ def init_pool(nthread: int) -> None:
     _POOL_THREADS.append(max(1, nthread))
 
 
-class MotrixPhysics:
+class MotrixPhysics(BackgroundStep):
     """nsim MotrixSim worlds of the MJCF `xml` (compiled by MuJoCo as `model`), in MuJoCo's layout.
 
     `stepper` is the one thread that runs `step_async` (None: the batch makes its own on first use and
@@ -96,9 +96,7 @@ class MotrixPhysics:
         self._query = None  # compiled at the first refresh, and again when an output needs more
         self._query_names: list[str] = []
         self._push(force=True)
-        self._worker: ThreadPoolExecutor | None = stepper
-        self._owns_worker = stepper is None
-        self._pending: Future | None = None
+        self._init_stepper(stepper)
 
     # ----------------------------------------------------------------- interface
 
@@ -137,20 +135,6 @@ class MotrixPhysics:
         self._check_idle()
         self._step(nstep, ids, stage, after_substep)
 
-    def step_async(self, nstep: int, stage: int = STAGE_NONE,
-                   after_substep: Callable[[int], None] | None = None) -> None:
-        """Start `step` of every world on the stepper thread; `wait()` joins it (and raises its error)."""
-        self._check_idle()
-        if self._worker is None:
-            self._worker = make_stepper()
-        self._pending = self._worker.submit(self._step, nstep, None, stage, after_substep)
-
-    def wait(self) -> None:
-        """Block until the step `step_async` started is done (no-op when none is)."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
     def forward(self, stage: int, ids: np.ndarray | None = None) -> None:
         """Push written rows; from STAGE_POS on, forward kinematics of rows `ids`; then refresh their outputs."""
         self._check_idle()
@@ -171,13 +155,7 @@ class MotrixPhysics:
 
     def close(self) -> None:
         """Join a step in flight, stop an own stepper thread and drop the engine's data."""
-        if self._worker is not None:
-            try:
-                self.wait()
-            finally:
-                if self._owns_worker:
-                    self._worker.shutdown()
-                self._worker = None
+        self._join_stepper()
         self.data = None
         self.scene = None
 
@@ -259,10 +237,6 @@ class MotrixPhysics:
         fields = {**self._sensors.query_fields(), **self._bodies.query_fields()}
         self._query_names = list(fields)
         return self.scene.compile_query(fields).allocate(self.data) if fields else False
-
-    def _check_idle(self) -> None:
-        if self._pending is not None:
-            raise RuntimeError("a step_async() is in flight: call wait() first")
 
 
 # --------------------------------------------------------------------- layout

@@ -18,17 +18,18 @@ NumPy views: a write is the simulation's state at its next call.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes as C
 import glob
 import os
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import mujoco
 import numpy as np
 
-from collector.envs.physics.interface import STAGE_ACC, STAGE_NONE, STAGE_POS, STAGE_VEL, make_stepper
+from collector.envs.physics.interface import STAGE_ACC, STAGE_NONE, STAGE_POS, STAGE_VEL, BackgroundStep
 
 # The interface's stages are MuJoCo's own, passed through unchanged.
 assert tuple(
@@ -94,7 +95,7 @@ def _ids_arg(ids: np.ndarray | None) -> tuple[int | None, int]:
     return ids.ctypes.data, len(ids)
 
 
-class MujocoPhysics:
+class MujocoPhysics(BackgroundStep):
     """nsim simulations of a copy of `model` on `nthread` threads (the caller's included).
 
     `stepper` is the one thread that runs `step_async`.  Batches handed the same
@@ -129,10 +130,8 @@ class MujocoPhysics:
         self.qpos = self.component(mujoco.mjtState.mjSTATE_QPOS)
         self.qvel = self.component(mujoco.mjtState.mjSTATE_QVEL)
         self.ctrl = self.component(mujoco.mjtState.mjSTATE_CTRL)
-        # step_async's thread: the "caller" of the batch's threads.
-        self._worker: ThreadPoolExecutor | None = stepper
-        self._owns_worker = stepper is None
-        self._pending: Future | None = None
+        # step_async's thread: the "caller" of the batch's threads (its GIL released in each native call).
+        self._init_stepper(stepper)
 
     def component(self, bit: mujoco.mjtState) -> np.ndarray:
         """Live (nsim, size) view of one state component in the rows."""
@@ -182,24 +181,6 @@ class MujocoPhysics:
         self._check_idle()
         self._step(nstep, ids, stage, after_substep)
 
-    def step_async(self, nstep: int, stage: int = STAGE_NONE,
-                   after_substep: Callable[[int], None] | None = None) -> None:
-        """Start `step(nstep, stage=stage, after_substep=...)` of every simulation on a helper thread
-        and return at once.
-
-        The GIL is released for each native call; `wait()` joins it (and raises its error).
-        """
-        self._check_idle()
-        if self._worker is None:
-            self._worker = make_stepper()
-        self._pending = self._worker.submit(self._step, nstep, None, stage, after_substep)
-
-    def wait(self) -> None:
-        """Block until the step started by `step_async` is done (no-op when none is)."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
-
     def _step(self, nstep: int, ids: np.ndarray | None, stage: int,
               after_substep: Callable[[int], None] | None = None) -> None:
         ptr, n = _ids_arg(ids)
@@ -228,21 +209,10 @@ class MujocoPhysics:
         self._check(_LIB.mjb_apply(self._b, None, 0, func, None, 0))
 
     def close(self) -> None:
-        if self._worker is not None:
-            try:
-                self.wait()  # the physics must not outlive the memory it writes
-            except RuntimeError:
-                pass
-            finally:
-                if self._owns_worker:
-                    self._worker.shutdown()
-                self._worker = None
+        with contextlib.suppress(RuntimeError):
+            self._join_stepper()  # the physics must not outlive the memory it writes
         self._free()
         self._b = None
-
-    def _check_idle(self) -> None:
-        if self._pending is not None:
-            raise RuntimeError("a step_async() is in flight: call wait() first")
 
     def _check(self, nfail: int) -> None:
         if nfail:
