@@ -200,11 +200,17 @@ def test_outputs_from_one_state_are_mujocos(task):
             e.close()
 
 
-def test_motion_tracking_observation_from_one_state_is_mujocos(tmp_path):
+@pytest.fixture
+def clip(tmp_path) -> Path:
+    """The tracking tests' kinematic clip, written for g1_motion_tracking."""
+    path = tmp_path / "clip.npz"
+    write_clip(path, clip_from_qpos(trajectory()))
+    return path
+
+
+def test_motion_tracking_observation_from_one_state_is_mujocos(clip):
     """g1_motion_tracking's observation and critic of a reference-state start (body frames, cvel, subtree CoM
     in the task's own conventions) equal MuJoCo's to float32 precision."""
-    clip = tmp_path / "clip.npz"
-    write_clip(clip, clip_from_qpos(trajectory()))
     obs = {}
     for sim in ("mujoco", "motrix"):
         env = make_env("g1_motion_tracking", 2, 1, 3, motion_file=str(clip), sim=sim)
@@ -353,12 +359,10 @@ def test_g1_self_collisions_are_counted_as_on_mujoco():
     np.testing.assert_array_equal(counts["motrix"], counts["mujoco"])
 
 
-def test_g1_motion_tracking_replay_is_mujocos(tmp_path):
+def test_g1_motion_tracking_replay_is_mujocos(clip):
     """Replaying the clip's joint targets from its first frame for 0.2 s: base height within 4 mm, joints within
     0.05 rad, the four pose terms within 1% of their maximum of MuJoCo's and the two velocity terms within 10%
     (measured: 1.0 mm, 0.016 rad, 0.54%, 6.9%: the velocity terms differ most in the first steps' landing)."""
-    clip = tmp_path / "clip.npz"
-    write_clip(clip, clip_from_qpos(trajectory()))
     runs = {}
     for sim in ("mujoco", "motrix"):
         env = make_env("g1_motion_tracking", 2, 1, 0, motion_file=str(clip), sim=sim)
