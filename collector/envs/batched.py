@@ -81,7 +81,7 @@ class BatchedEnv(ABC):
     xml_file: str
     frame_skip: int
     # One mjData per simulation, kept between calls: needed by a task that runs
-    # a native function on the data a step left behind (see _mjbatch).
+    # a native function on the data a step left behind (see physics/mujoco.py).
     persistent: bool = False
     # Stages of mj_forward recomputed at the new state after each step (mjtStage):
     # mjSTAGE_VEL makes positions, velocities and their sensors current.
