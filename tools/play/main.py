@@ -37,6 +37,7 @@ from common.policy import ActorCritic
 from common.task_spec import UnknownTaskError
 from tools.extras import missing_extra
 from tools.play import sources
+from tools.play.budget import CpuBudget
 from tools.play.session import PlaySession, PolicySource
 
 log = get_logger("play")
@@ -59,9 +60,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                        "(default: the run's transport.curve_dir)")
     p.add_argument("--curve-name", default="collector", help="the key pair of --curve-dir to use (default collector)")
     p.add_argument("--priority", choices=("idle", "normal"),
-                   help="CPU priority: idle (SCHED_IDLE: only cycles nothing else wants, so a run on the same host "
-                        "comes first; the page shows the real-time factor it gets) or normal; default idle with "
-                        "--follow on this host, else normal")
+                   help="CPU priority: idle (while the host's cores are busy the viewer keeps to 2%% of one core, "
+                        "so a run on the same host comes first; the page shows the real-time factor it gets) or "
+                        "normal; default idle with --follow on this host, else normal")
     p.add_argument("--seed", type=int, default=0, help="environment seed (default 0)")
     p.add_argument("--threads", type=int, help="MuJoCo stepping threads (default: 1)")
     args = p.parse_args(argv)
@@ -101,17 +102,6 @@ def make_follower(args: argparse.Namespace, start: sources.Start, num_weights: i
     return sources.ZmqFollower(args.follow, num_weights, curve_dir, args.curve_name)
 
 
-def lower_priority() -> None:
-    """SCHED_IDLE for the calling thread and the threads it starts: a run on this host keeps its cores."""
-    import os
-
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError) as exc:  # not Linux, or not allowed: the lowest niceness instead
-        log.warning("idle priority unavailable; running at nice 19", error=str(exc))
-        os.nice(19)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging("play")
@@ -129,22 +119,20 @@ def main(argv: list[str] | None = None) -> int:
         num_weights = sum(t.numel() for t in session.model.state_dict().values())
         follower = make_follower(args, start, num_weights)
         idle = (args.priority or ("idle" if args.follow == "local" else "normal")) == "idle"
+        budget = CpuBudget() if idle else None
         if args.viewer == "native":
             from tools.play.native import NativeViewer
 
-            if idle:  # before the viewer starts its render thread: all of it at idle priority
-                lower_priority()
-            viewer = NativeViewer(session)
+            viewer = NativeViewer(session, budget)
         else:
             from tools.play.web import WebViewer
 
             choices = {} if args.follow else sources.checkpoint_choices(start.run_dir)
-            viewer = WebViewer(session, args.host, args.port, {k: Path(v) for k, v in choices.items()}, follower)
+            viewer = WebViewer(session, args.host, args.port, {k: Path(v) for k, v in choices.items()}, follower,
+                               budget)
             print(f"appo-play: http://localhost:{args.port}  ({session.env.spec.name}, {args.envs} envs, "
                   f"policy {session.source.label}" + (f", following {follower.where}" if follower else "") + ")",
                   flush=True)
-            if idle:  # the simulation loop only (Linux sets it per thread): the websocket and follower
-                lower_priority()  # threads stay responsive, and send only what the idle loop produces
         viewer.run(stop)
     except (OSError, RuntimeError) as exc:  # a port in use, no display, an unreachable learner
         print(f"error: {exc}", file=sys.stderr)

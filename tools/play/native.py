@@ -14,6 +14,7 @@ import mujoco
 import numpy as np
 
 from common.logging import get_logger
+from tools.play.budget import CpuBudget
 from tools.play.session import Pacer, PlaySession
 
 log = get_logger("play")
@@ -38,9 +39,10 @@ def check_display() -> None:
 class NativeViewer:
     """A passive mujoco.viewer window on the followed env's state; keys steer the session."""
 
-    def __init__(self, session: PlaySession):
+    def __init__(self, session: PlaySession, budget: CpuBudget | None = None):
         check_display()
         self.session = session
+        self.budget = budget
         env = session.env
         self.data = mujoco.MjData(env.model)
         self.command = np.zeros(3)
@@ -89,6 +91,8 @@ class NativeViewer:
                 stop.wait(0.02)
             else:
                 self.pacer.wait(s.speed, stop)
+            if self.budget is not None:
+                self.budget.rest(stop)
 
     def close(self) -> None:
         self.handle.close()

@@ -24,6 +24,7 @@ import viser.uplot
 from common.checkpoint_io import CheckpointError, load_policy
 from common.logging import get_logger
 from tools.eval import reference_bodies
+from tools.play.budget import CpuBudget
 from tools.play.scene import EnvPoses, instance_poses, shapes
 from tools.play.session import Pacer, PlaySession, PolicySource
 
@@ -59,9 +60,10 @@ class WebViewer:
     """The viser page of a PlaySession: scene, controls, plots; `run()` steps and draws until `stop`."""
 
     def __init__(self, session: PlaySession, host: str, port: int, checkpoints: dict | None = None,
-                 follower=None):
+                 follower=None, budget: CpuBudget | None = None):
         self.session = session
         self.follower = follower
+        self.budget = budget
         check_port(host, port)
         self.server = viser.ViserServer(host=host, port=port, verbose=False)
         if self.server.get_port() != port:  # taken between the check and the bind
@@ -263,9 +265,11 @@ class WebViewer:
                 stop.wait(0.02)
             else:
                 self.pacer.wait(s.speed, stop)
+            if self.budget is not None:
+                self.budget.rest(stop)
 
     def _follow(self) -> None:
-        # Its own thread, at the priority the viewer was built with (the loop may run at idle priority).
+        # Its own thread: a new version reaches the page however slowly a busy host lets the loop run.
         while not self._closed.wait(FOLLOW_POLL_S):
             if self.poll_follower():
                 self.refresh_status()
@@ -339,6 +343,8 @@ class WebViewer:
         age = time.monotonic() - source.arrived
         version = f"weights v{source.version}, {age:.1f} s old" if source.version is not None else source.label
         state = "paused" if paused else f"{self.pacer.realtime_factor():.2f}x real time"
+        if self.budget is not None and self.budget.busy:
+            state += " (the cores are busy: yielding them)"
         nxt = f" (next: {pending[0].label})" if pending else ""
         with self._status_lock:
             self.status.content = (f"**{s.env.spec.name}**, {s.env.num_envs} envs · sim time {s.sim_time:.2f} s · "
