@@ -305,6 +305,40 @@ def test_g1_open_loop_trajectory_is_mujocos(task, scenario):
     assert not outside(dev, G1_OPEN_LOOP), dev
 
 
+def _g1_torso_mass(xml: str) -> str:
+    return re.sub(r'(<body name="torso_link".*?<inertial [^>]*mass=")([0-9.]+)',
+                  lambda m: m.group(1) + repr(1.3 * float(m.group(2))), xml, count=1, flags=re.S)
+
+
+def _g1_raised_floor(xml: str) -> str:
+    return re.sub(r'(<geom name="floor" )', r'\g<1>pos="0 0 0.02" ', xml)
+
+
+def _g1_tilted_torso_imu(xml: str) -> str:
+    return re.sub(r'(<site name="imu_in_torso" )', r'\g<1>euler="0 0.1 0" ', xml)
+
+
+@pytest.mark.parametrize("fault, edit, broken", [
+    ("torso mass x 1.3", _g1_torso_mass, "height"),
+    ("floor 2 cm higher", _g1_raised_floor, "height"),
+    ("torso IMU site turned 0.1 rad", _g1_tilted_torso_imu, "up"),
+])
+def test_g1_model_faults_on_motrixsim_break_the_parity(motrix_xml_fault, fault, edit, broken):
+    """On the G1 walker too, each fault in the MJCF MotrixSim loads takes the arm-step response outside the
+    open-loop tolerance it bears on: the parity tests above can see a wrong mass, floor or sensor frame
+    (measured: height 4.9 mm, 23 mm; up vector 0.10, against 4 mm and 0.02)."""
+    motrix_xml_fault(edit)
+    dev = deviations(reference("g1_walk_flat", "step"), rollout("g1_walk_flat", "motrix", "step"))
+    assert broken in outside(dev, G1_OPEN_LOOP), (fault, dev)
+
+
+def test_g1_gain_fault_breaks_the_parity():
+    """The G1 walker's servos at kp x 1.5 on MotrixSim leave the arm-step response's joint tolerance
+    (measured: 0.105 rad against 0.07)."""
+    dev = deviations(reference("g1_walk_flat", "step"), rollout("g1_walk_flat", "motrix", "step", gain_scale=1.5))
+    assert "joints" in outside(dev, G1_OPEN_LOOP), dev
+
+
 def test_g1_velocity_foot_contacts_and_forces_are_mujocos():
     """g1_velocity_flat standing: the per-substep foot contact flags agree with MuJoCo's on >= 97% of the
     substeps, and the mean net foot force (MuJoCo's sign and world frame) within 5% of its weight share
