@@ -247,9 +247,15 @@ def test_go2_walking_policy_trajectory_is_mujocos():
         assert r["qpos"][-1, 0, 0] - r["qpos"][0, 0, 0] > 0.3
 
 
-def _mass(xml: str) -> str:
-    return re.sub(r'(<body name="base".*?<inertial [^>]*mass=")([0-9.]+)',
-                  lambda m: m.group(1) + repr(1.3 * float(m.group(2))), xml, count=1, flags=re.S)
+def _heavier(body: str):
+    """An edit giving `body` 1.3 times its mass."""
+    return lambda xml: re.sub(rf'(<body name="{body}".*?<inertial [^>]*mass=")([0-9.]+)',
+                              lambda m: m.group(1) + repr(1.3 * float(m.group(2))), xml, count=1, flags=re.S)
+
+
+def _turned(site: str, angle: float):
+    """An edit turning `site` (the frame its sensors read) by `angle` rad about y."""
+    return lambda xml: re.sub(rf'(<site name="{site}" )', rf'\g<1>euler="0 {angle} 0" ', xml)
 
 
 def _frictionless_feet(xml: str) -> str:
@@ -260,15 +266,11 @@ def _raised_floor(xml: str) -> str:
     return re.sub(r'(<geom name="floor" [^>]*pos=")0.0 0.0 0.0"', r'\g<1>0.0 0.0 0.02"', xml)
 
 
-def _tilted_imu(xml: str) -> str:
-    return re.sub(r'(<site name="imu" )', r'\g<1>euler="0 0.2 0" ', xml)
-
-
 @pytest.mark.parametrize("fault, edit, broken", [
-    ("base mass x 1.3", _mass, "height"),
+    ("base mass x 1.3", _heavier("base"), "height"),
     ("no foot friction", _frictionless_feet, "height"),
     ("floor 2 cm higher", _raised_floor, "height"),
-    ("IMU site turned 0.2 rad", _tilted_imu, "up"),
+    ("IMU site turned 0.2 rad", _turned("imu", 0.2), "up"),
 ])
 def test_go2_model_faults_on_motrixsim_break_the_parity(motrix_xml_fault, fault, edit, broken):
     """Each fault in the MJCF MotrixSim loads takes the step response outside the open-loop tolerance it
@@ -305,23 +307,14 @@ def test_g1_open_loop_trajectory_is_mujocos(task, scenario):
     assert not outside(dev, G1_OPEN_LOOP), dev
 
 
-def _g1_torso_mass(xml: str) -> str:
-    return re.sub(r'(<body name="torso_link".*?<inertial [^>]*mass=")([0-9.]+)',
-                  lambda m: m.group(1) + repr(1.3 * float(m.group(2))), xml, count=1, flags=re.S)
-
-
 def _g1_raised_floor(xml: str) -> str:
     return re.sub(r'(<geom name="floor" )', r'\g<1>pos="0 0 0.02" ', xml)
 
 
-def _g1_tilted_torso_imu(xml: str) -> str:
-    return re.sub(r'(<site name="imu_in_torso" )', r'\g<1>euler="0 0.1 0" ', xml)
-
-
 @pytest.mark.parametrize("fault, edit, broken", [
-    ("torso mass x 1.3", _g1_torso_mass, "height"),
+    ("torso mass x 1.3", _heavier("torso_link"), "height"),
     ("floor 2 cm higher", _g1_raised_floor, "height"),
-    ("torso IMU site turned 0.1 rad", _g1_tilted_torso_imu, "up"),
+    ("torso IMU site turned 0.1 rad", _turned("imu_in_torso", 0.1), "up"),
 ])
 def test_g1_model_faults_on_motrixsim_break_the_parity(motrix_xml_fault, fault, edit, broken):
     """On the G1 walker too, each fault in the MJCF MotrixSim loads takes the arm-step response outside the
