@@ -18,6 +18,7 @@ import zlib
 from collector.inference import InferenceUnavailable, limit_inference_threads, resolve_backend
 from common.cli import add_config_args, config_from_args, install_stop_handlers
 from common.cores import collector_mujoco_threads, lower_priority, usable_cores
+from common.hub import HubError, motion_clip
 from common.logging import get_logger, setup_logging
 from common.rollout_spec import RolloutSpec
 from common.task_plugins import resolve_task_spec
@@ -121,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     seed = cfg.algo.seed + 1000 * (args.collector_id + 1)
     try:
         env = make_collector_env(cfg.task, cfg.algo.num_envs, threads, seed,
-                                 motion_file=cfg.task_options.motion_file or None, sim=cfg.training.sim_backend)
-    except (ClipError, UnknownSimError) as exc:  # motion_file missing or refused; an engine the task lacks
+                                 motion_file=motion_clip(cfg), sim=cfg.training.sim_backend)
+    except (ClipError, HubError, UnknownSimError) as exc:  # a clip refused or not found; an engine the task lacks
         channel.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from common.hub import MOTIONS_REPO, SEED_MOTION_FILE
 from common.symmetry import task_mirror
 from common.task_spec import task_engines, tasks_on
 
@@ -289,12 +290,18 @@ class TaskOptionsConfig(_Section):
     """task_options: inputs a task needs beyond its name (`task` itself is the task name)."""
 
     motion_file: str = Field(
-        "", description="Reference motion clip (.npz, BeyondMimic layout, 50 fps) of g1_motion_tracking, which "
-        "requires it; other tasks ignore it. Check a clip with appo-motion check CLIP.npz.",
+        "", description="Reference motion clip (.npz, BeyondMimic layout, 50 fps) of g1_motion_tracking; other "
+        "tasks ignore it. Empty: the seed's clip, " + SEED_MOTION_FILE + ". A relative path that is no file here "
+        "is looked up under assets_dir and downloaded there from the seed's Hugging Face dataset "
+        + MOTIONS_REPO + " (common/hub.py). Check a clip with appo-motion check CLIP.npz.",
+    )
+    assets_dir: str = Field(
+        "", description="Folder of downloaded motion clips (empty: ~/.cache/appo/assets, or $XDG_CACHE_HOME/appo/"
+        "assets); a collector on another host keeps its own.",
     )
 
 
-# Tasks that cannot run without task_options.motion_file.
+# Tasks that track a reference motion (task_options.motion_file, the seed's clip by default).
 MOTION_TASKS = ("g1_motion_tracking",)
 
 
@@ -316,7 +323,7 @@ class AppoConfig(BaseSettings):
     @model_validator(mode="after")
     def _motion_file_given(self) -> AppoConfig:
         if self.task in MOTION_TASKS and not self.task_options.motion_file:
-            raise ValueError(f"task {self.task} needs task_options.motion_file (a .npz motion clip)")
+            self.task_options.motion_file = SEED_MOTION_FILE  # as the seed's config does; config.yaml shows it
         if self.algo.algorithm.uses_mirror:
             task_mirror(self.task)  # a task without a mirror map: the error names those with one
         engines = task_engines(self.task)

@@ -15,6 +15,7 @@ import torch
 from common.checkpoint_io import CheckpointError
 from common.cli import config_from_args
 from common.config import AppoConfig
+from common.hub import HubError, motion_clip
 from common.logging import get_logger
 from common.policy import ActorCritic, flat_weights_size
 from common.rollout_spec import RolloutSpec
@@ -76,8 +77,10 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def prepare(args: argparse.Namespace, extra: dict | None = None) -> Session:
-    """Resolve config and task, pick up a checkpoint to resume, make the run directory; exit 2 on bad input."""
+def prepare(args: argparse.Namespace, extra: dict | None = None, fetch_clip: bool = False) -> Session:
+    """Resolve config and task, pick up a checkpoint to resume, make the run directory; exit 2 on bad input.
+
+    fetch_clip: find (or download) the task's reference motion first, for local collectors to find on disk."""
     cfg = config_from_args(args, extra)
     state, run_dir_arg = None, args.log_dir
     if args.resume:
@@ -108,6 +111,11 @@ def prepare(args: argparse.Namespace, extra: dict | None = None) -> Session:
         task = resolve_task_spec(cfg.task)
     except UnknownTaskError as exc:
         _fail(str(exc))
+    if fetch_clip:
+        try:
+            motion_clip(cfg)
+        except HubError as exc:
+            _fail(str(exc))
     torch.manual_seed(cfg.algo.seed)
     run_dir = make_run_dir(cfg, run_dir_arg)
     return Session(cfg, task, run_dir, save_config(cfg, run_dir), state)

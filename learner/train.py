@@ -35,7 +35,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging("learner")
-    session = prepare(args)
+    session = prepare(args, fetch_clip=True)  # one download, before any collector starts
     cfg = session.cfg
     if cfg.training.deterministic and args.collectors != 1:
         print("error: training.deterministic=true runs exactly one collector (--collectors 1)", file=sys.stderr)

@@ -58,6 +58,7 @@ from common.checkpoint_io import (
 )
 from common.config import AppoConfig, ConfigError, load_config
 from common.cores import usable_cores
+from common.hub import HubError, motion_clip
 from common.task_spec import ENGINES, UnknownTaskError
 from tools.eval_plot import EpisodeTrace, plot_body_errors, plot_episode
 from tools.extras import missing_extra
@@ -354,7 +355,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     check_not_old_name(args.task, policy.task, path)
     task = args.task or policy.task
     cfg = run_config(policy, args.overrides)
-    motion_file = cfg.task_options.motion_file or None
+    motion_file = motion_clip(cfg)
     trained_on, sim = cfg.training.sim_backend, args.sim or cfg.training.sim_backend
     num_envs = args.num_envs or args.episodes
     threads = args.threads or usable_cores()
@@ -435,7 +436,8 @@ def run_reported(work: Callable[[argparse.Namespace], dict], args: argparse.Name
     torch.set_num_threads(1)  # one small MLP forward per step; MuJoCo threads get the cores
     try:
         return work(args)
-    except (CheckpointError, UnknownTaskError, UnknownSimError, video.RenderError, ClipError, ConfigError) as exc:
+    except (CheckpointError, UnknownTaskError, UnknownSimError, video.RenderError, ClipError, ConfigError,
+            HubError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:

@@ -34,6 +34,7 @@ import numpy as np
 
 from common.checkpoint_io import find_checkpoint, load_policy
 from common.cores import usable_cores
+from common.hub import motion_clip
 from tools.eval import FirstEpisode, check_dims, run_config, run_episodes, run_reported, use_play_settings
 from tools.eval_plot import plot_episode
 
@@ -109,7 +110,7 @@ def play(args: argparse.Namespace) -> dict:
     cfg = run_config(policy, [])
     num_envs, steps = args.num_envs or cfg.training.play_env_num, args.steps or cfg.training.play_steps
     env = make_env(policy.task, num_envs, args.threads or usable_cores(), args.seed,
-                   motion_file=cfg.task_options.motion_file or None, sim=cfg.training.sim_backend)
+                   motion_file=motion_clip(cfg), sim=cfg.training.sim_backend)
     use_play_settings(env)
     partial = run_dir / ("partial." + VIDEO)  # renamed when complete: a stopped play leaves no broken video
     tiles = recorder = mp4 = None

@@ -32,6 +32,7 @@ import torch
 from common.checkpoint_io import CheckpointError, add_checkpoint_args
 from common.cli import install_stop_handlers
 from common.config import ConfigError
+from common.hub import motion_clip
 from common.logging import get_logger, setup_logging
 from common.policy import ActorCritic
 from common.task_spec import UnknownTaskError
@@ -80,7 +81,7 @@ def build_session(args: argparse.Namespace, start: sources.Start) -> PlaySession
 
     cfg = start.config
     env = make_env(start.config.task, args.envs, args.threads or 1, args.seed,
-                   motion_file=cfg.task_options.motion_file or None, sim=cfg.training.sim_backend)
+                   motion_file=motion_clip(cfg), sim=cfg.training.sim_backend)
     if start.policy is not None:
         model, source = start.policy.model, PolicySource(start.policy.path.name)
         if (start.policy.obs_dim, start.policy.act_dim) != (env.spec.obs_dim, env.spec.act_dim):

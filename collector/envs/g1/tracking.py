@@ -376,9 +376,8 @@ def load_motion_file(motion_file: str | Path | None) -> MotionClip:
     """The checked clip, or ClipError naming the config field when it is not set or the clip is refused."""
     if not motion_file:
         raise ClipError("task g1_motion_tracking needs a reference motion: set task_options.motion_file to a "
-                        ".npz clip (BeyondMimic layout, 50 fps; check one with `appo-motion check CLIP.npz`). "
-                        "The seed's quick-start uses motions/g1/dance1_subject2_part.npz of the Hugging Face "
-                        "dataset unilabsim/unilab-motions, which it downloads; no clip ships with this project")
+                        ".npz clip (BeyondMimic layout, 50 fps; check one with `appo-motion check CLIP.npz`); "
+                        "the config's default is the seed's clip, downloaded on first use (common/hub.py)")
     try:
         return load_clip(motion_file)
     except ClipError as exc:
