@@ -77,8 +77,9 @@ class ActorSnapshot:
         self.log_norm = float(p.log_std.sum()) + p.act_dim * HALF_LOG_2PI
 
     @torch.no_grad()
-    def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Actions [B, A] and their log-probs [B] (float32) for observations [B, obs_dim]."""
+    def sample(self, obs: torch.Tensor, draws: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions [B, A] and their log-probs [B] (float32) for observations [B, obs_dim]; `draws` [B, A] are the
+        standard-normal numbers to use (None: drawn from torch's default generator)."""
         buf = self._buffers.get(obs.shape[0]) or self._allocate(obs)
         x = obs
         if self.normalize:
@@ -91,7 +92,7 @@ class ActorSnapshot:
             x = buf["features"].copy_(x)
         bias, weight_t = self.head
         mu = torch.addmm(bias, x, weight_t, out=buf["mu"])
-        z = buf["z"].normal_()
+        z = buf["z"].normal_() if draws is None else buf["z"].copy_(draws)
         actions = torch.addcmul(mu, z, self.std, out=buf["actions"])
         log_probs = torch.sum(z.square_(), -1, out=buf["log_probs"]).mul_(-0.5).sub_(self.log_norm)
         return actions, log_probs

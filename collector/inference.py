@@ -27,8 +27,10 @@ class PolicyInference(Protocol):
     def load(self, flat: np.ndarray) -> None:
         """Take a published flat weight vector (common/weight_layout.py order)."""
 
-    def sample(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Actions [B, A] and log-probs [B] (float32): the backend's buffers, valid until its next sample."""
+    def sample(self, obs: np.ndarray, z: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Actions [B, A] and log-probs [B] (float32): the backend's buffers, valid until its next sample.
+
+        z: the standard-normal draws [B, A] to act with (collector/action_noise.py); None draws them here."""
 
     def value(self, critic_obs: np.ndarray) -> np.ndarray:
         """Critic values [B] (float32) of critic observations [B, critic_dim]."""

@@ -55,15 +55,19 @@ class NumpyActor:
             raise RuntimeError("NumpyActor has no weights yet: load() the learner's flat weights first")
         return self.mlp(self.normalizer(obs))
 
-    def sample(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Actions [B, A] and their log-probs [B] (float32) for observations [B, obs_dim]."""
+    def sample(self, obs: np.ndarray, draws: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Actions [B, A] and their log-probs [B] (float32) for observations [B, obs_dim]; `draws` [B, A] are the
+        standard-normal numbers to use (None: drawn from this actor's generator)."""
         mu = self.mean(obs)
         n = mu.shape[0]
         if n > self._log_probs.shape[0]:
             self._z, self._actions = np.empty_like(mu), np.empty_like(mu)
             self._log_probs = np.empty(n, np.float32)
         z, actions, log_probs = self._z[:n], self._actions[:n], self._log_probs[:n]
-        self.rng.standard_normal(dtype=np.float32, out=z)
+        if draws is None:
+            self.rng.standard_normal(dtype=np.float32, out=z)
+        else:
+            z[:] = draws
         np.multiply(z, self.std, out=actions)
         actions += mu
         np.square(z, out=z)

@@ -32,8 +32,8 @@ class NumpyInference:
         self.critic_normalizer.load(tensors["critic_normalizer.mean"], tensors["critic_normalizer.var"])
         self.critic.load(self.layout.linear_layers(tensors, "critic"))
 
-    def sample(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.actor.sample(obs)
+    def sample(self, obs: np.ndarray, z: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        return self.actor.sample(obs, z)
 
     def value(self, critic_obs: np.ndarray) -> np.ndarray:
         if not self.actor.loaded:

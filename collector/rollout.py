@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from collector.action_noise import ColoredNoise
 from collector.envs.batched import EnvGroups, StepResult
 from collector.envs.interface import VectorEnv
 from collector.inference import make_inference
@@ -113,6 +114,8 @@ class Collector:
         self.stop_event = stop_event
         self.spec = RolloutSpec.for_task(env.spec, env.num_envs, cfg.algo.steps_per_env)
         self.inference = make_inference(cfg, env.spec, seed)
+        beta = cfg.algo.policy.action_noise_beta
+        self.noise = ColoredNoise(env.num_envs, env.spec.act_dim, beta, seed) if beta > 0 else None
         self.version = -1
         self.seq = 0
         self.gamma = cfg.algo.algorithm.gamma
@@ -191,6 +194,8 @@ class Collector:
         so a resumed run reproduces a straight one exactly."""
         self.env.rng = np.random.default_rng([self.seed, version])
         self.inference.seed(self.seed * 1_000_003 + version)
+        if self.noise is not None:
+            self.noise.seed(self.seed * 1_000_003 + version)
         self.episodes = EpisodeTracker(self.env.num_envs, self.env.spec.reward_terms)
         return self.env.reset()
 
@@ -223,7 +228,7 @@ class Collector:
     def _act(self, g: EnvGroup, out: dict[str, np.ndarray], t: int, obs: np.ndarray, critic: np.ndarray) -> None:
         """Record group g's (obs, critic) at step t, sample its actions, and start its physics step."""
         t0 = time.perf_counter()
-        actions, log_probs = self.inference.sample(obs)
+        actions, log_probs = self.inference.sample(obs, None if self.noise is None else self.noise.draw(g.rows))
         out["obs"][g.rows, t] = obs
         out["critic"][g.rows, t] = critic
         out["actions"][g.rows, t] = actions

@@ -31,8 +31,9 @@ class TorchInference:
         self.actor.refresh()
 
     @torch.no_grad()
-    def sample(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        actions, log_probs = self.actor.sample(torch.from_numpy(obs).to(self.device))
+    def sample(self, obs: np.ndarray, z: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        draws = None if z is None else torch.from_numpy(z).to(self.device)
+        actions, log_probs = self.actor.sample(torch.from_numpy(obs).to(self.device), draws)
         return actions.cpu().numpy(), log_probs.cpu().numpy()
 
     @torch.no_grad()

@@ -58,6 +58,11 @@ class PolicyConfig(_Section):
     critic_hidden_dims: list[int] = Field([512, 256, 128], min_length=1, description="Critic MLP layer widths.")
     activation: Literal["elu", "relu", "tanh", "selu", "leaky_relu"] = Field("elu", description="Hidden activation.")
     init_noise_std: float = Field(1.0, gt=0, description="Initial std of the state-independent Gaussian policy.")
+    action_noise_beta: float = Field(
+        0.0, ge=0, le=2, description="Colour of the collectors' exploration noise over time: each env's standard-"
+        "normal draws follow a sequence with power spectrum 1/f^beta (collector/action_noise.py). 0: drawn afresh "
+        "every step (white); 1: pink, successive draws correlated. Each draw stays N(0, 1), so the log-probs and "
+        "the update are unchanged.")
 
     @field_validator("actor_hidden_dims", "critic_hidden_dims")
     @classmethod
