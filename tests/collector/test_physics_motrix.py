@@ -9,9 +9,11 @@ about twice the deviation measured here, and the fault tests show that a wrong g
 sensor frame on the MotrixSim side breaks them.
 
 Trajectories are 1 s from the task's standing pose on 2 envs (yaw 0 and 2 rad): standing with the
-default-pose targets, a joint-target step after 0.1 s, and (Go2) a trained walking policy
-(tests/data/go2_walk_actor.npz: the actor and observation normaliser of a go2_joystick_flat run's
-checkpoint at iteration 150, run deterministically here in NumPy).
+default-pose targets, a joint-target step after 0.1 s, and a trained policy, run deterministically here in
+NumPy from the actor and observation normaliser of a run's checkpoint: the Go2 walking
+(tests/data/go2_walk_actor.npz, a go2_joystick_flat run at iteration 150) and the seed's G1 walker
+(tests/data/g1_walk_actor.npz, g1_walk_flat on tuning seed 1 with desired_kl 0.02 at 8 M env steps, which
+stands rather than walks; its weights stored in float16, computed in float32).
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ from collector.envs.g1.motion import clip_from_qpos, write_clip
 from collector.envs.physics import STAGE_VEL, Physics, make_physics
 from collector.envs.physics.motrix import MotrixPhysics
 
-ACTOR = Path(__file__).parents[1] / "data" / "go2_walk_actor.npz"
+ACTORS = {task: Path(__file__).parents[1] / "data" / name for task, name in
+          (("go2_joystick_flat", "go2_walk_actor.npz"), ("g1_walk_flat", "g1_walk_actor.npz"))}
 STEPS = 50  # 1 s of control at 50 Hz
 YAWS = np.array([0.0, 2.0])
 # Tolerances: largest deviation from MuJoCo over the second (velocity: RMS over steps and envs).
 GO2_OPEN_LOOP = {"height": 0.004, "orientation": 0.015, "joints": 0.05, "velocity": 0.03, "up": 0.02}
 GO2_POLICY = {"height": 0.02, "orientation": 0.15, "joints": 0.3, "velocity": 0.15, "up": 0.05}
 G1_OPEN_LOOP = {"height": 0.004, "orientation": 0.015, "joints": 0.07, "velocity": 0.015, "up": 0.02}
+G1_POLICY = {"height": 0.002, "orientation": 0.02, "joints": 0.03, "velocity": 0.03, "up": 0.01}
 # The up-vector sensors (the policy's projected gravity) of each task.
 UP_SENSORS = {"go2_joystick_flat": ("upvector", "world_z"), "g1_walk_flat": ("torso_upvector",),
               "g1_velocity_flat": ("imu_upvector", "torso_upvector")}
@@ -45,13 +49,14 @@ UP_SENSORS = {"go2_joystick_flat": ("upvector", "world_z"), "g1_walk_flat": ("to
 # ------------------------------------------------------------------ helpers
 
 
-def go2_policy(obs: np.ndarray) -> np.ndarray:
-    """The walking Go2 actor's mean action: normalised observation through the ELU MLP, in float32."""
-    w = np.load(ACTOR)
+def trained_policy(task: str, obs: np.ndarray) -> np.ndarray:
+    """The task's trained actor's mean action: normalised observation through the ELU MLP, in float32."""
+    w = {k: v.astype(np.float32) for k, v in np.load(ACTORS[task]).items()}
     x = np.clip((obs - w["obs_mean"]) / np.sqrt(w["obs_var"] + 1e-8), -10, 10).astype(np.float32)
-    for i in range(4):
+    layers = sum(k.startswith("w") for k in w)
+    for i in range(layers):
         x = x @ w[f"w{i}"].T + w[f"b{i}"]
-        if i < 3:
+        if i < layers - 1:
             x = np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
     return x.astype(np.float64)
 
@@ -59,7 +64,7 @@ def go2_policy(obs: np.ndarray) -> np.ndarray:
 def _actions(env, scenario: str, t: int, obs: np.ndarray) -> np.ndarray:
     """The scenario's actions at control step t (2 envs)."""
     if scenario == "policy":
-        return go2_policy(obs)
+        return trained_policy(env.task, obs)
     a = np.zeros((2, env.spec.act_dim))
     if scenario == "step" and t >= 5:
         if env.task == "go2_joystick_flat":
@@ -305,6 +310,18 @@ def test_g1_open_loop_trajectory_is_mujocos(task, scenario):
     at most: 1.7 mm, 0.0063 rad, 0.035 rad, 0.0076 m/s, 0.0077)."""
     dev = deviations(reference(task, scenario), rollout(task, "motrix", scenario))
     assert not outside(dev, G1_OPEN_LOOP), dev
+
+
+def test_g1_walker_policy_trajectory_is_mujocos():
+    """The seed's G1 walker under a trained policy over 1 s (closed loop): height within 2 mm, orientation within
+    0.02 rad, joints within 0.03 rad, base velocity within 0.03 m/s RMS, up vector within 0.01 (measured: 0.46 mm,
+    0.0089 rad, 0.015 rad, 0.014 m/s, 0.0040); the policy moves its joints (over 0.1 rad) on both engines."""
+    ref = reference("g1_walk_flat", "policy")
+    run = rollout("g1_walk_flat", "motrix", "policy")
+    dev = deviations(ref, run)
+    assert not outside(dev, G1_POLICY), dev
+    for r in (ref, run):
+        assert np.abs(r["qpos"][..., 7:] - r["qpos"][0, :, 7:]).max() > 0.1
 
 
 def _g1_raised_floor(xml: str) -> str:
