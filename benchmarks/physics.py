@@ -45,6 +45,7 @@ import numpy as np
 from common.cli import at_least, duration
 from common.config import TrainingConfig, load_config
 from common.cores import collector_mujoco_threads, usable_cores
+from common.hub import motion_clip
 from common.rollout_spec import allocate
 
 INFERENCE_CHOICES = get_args(TrainingConfig.model_fields["collector_inference"].annotation)  # auto, torch, numpy
@@ -159,7 +160,8 @@ def make_collectors(cfg, env, inference: tuple[str, ...]) -> dict:
 
 
 def task_config(task: str, num_envs: int, motion_file: str = ""):
-    """The task's configuration (its preset) at num_envs, with the motion clip a tracking task needs."""
+    """The task's configuration (its preset) at num_envs, with the motion clip a tracking task needs (default: the
+    seed's, common/hub.py)."""
     extra: dict = {"task": task, "algo": {"num_envs": num_envs}}
     if motion_file:
         extra["task_options"] = {"motion_file": motion_file}
@@ -187,7 +189,7 @@ def compare_ceilings(tasks: list[str], num_envs: int, threads: int = 0, seconds:
         for task, sim in pairs:
             name = label(task, sim, sims)
             cfg = task_config(task, num_envs, motion_file)
-            envs[name] = make_env(task, num_envs, threads, seed=0, motion_file=cfg.task_options.motion_file or None,
+            envs[name] = make_env(task, num_envs, threads, seed=0, motion_file=motion_clip(cfg),
                                   sim=sim)
             actions[name] = random_policy_actions(envs[name], cfg.algo.policy.init_noise_std,
                                                   cfg.algo.steps_per_env, rng)
@@ -220,7 +222,7 @@ def run(task: str, num_envs: int, threads: int = 0, seconds: float = 10.0, round
     from collector.envs import make_collector_env, make_env
 
     cfg = task_config(task, num_envs, motion_file)
-    motion = cfg.task_options.motion_file or None
+    motion = motion_clip(cfg)
     threads = threads or usable_cores()
     collector_threads = collector_threads or collector_mujoco_threads(threads)
     env = make_env(task, num_envs, threads, seed=0, motion_file=motion, sim=sim)
@@ -342,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--collector-inference", type=inference_list, default=(),
                    help="comma-separated collector inference backends to measure, each every round, e.g. "
                         "torch,numpy (default: training.collector_inference of the config, auto)")
-    p.add_argument("--motion-file", default="", help="the motion clip of a tracking task (g1_motion_tracking)")
+    p.add_argument("--motion-file", default="",
+                   help="the motion clip of a tracking task (g1_motion_tracking; default: the seed's, downloaded once)")
     p.add_argument("--sim", type=engine_list, default=("mujoco",),
                    help="physics engines, comma-separated to compare them, e.g. mujoco,motrix (default mujoco)")
     p.add_argument("--json", help="also write the figures to this file")

@@ -46,6 +46,7 @@ from pathlib import Path
 from benchmarks import appo_run
 from common.cli import at_least
 from common.config import ConfigError, load_config
+from common.hub import motion_clip
 
 # Modules the rsl_rl side and the results need (the `rslrl` extra and rsl-rl-lib itself).
 NEEDED = ("rsl_rl", "tensordict", "git", "matplotlib", "tensorboard")
@@ -147,7 +148,7 @@ def run_rslrl(args: argparse.Namespace, seed: int, std: float) -> dict:
     """Train and evaluate one rsl_rl contender."""
     iterations = math.ceil(args.env_steps / (args.num_envs * 24))
     folder = args.out / f"rslrl_std{std:g}" / f"seed_{seed}"
-    motion_file = args.config.task_options.motion_file or None
+    motion_file = motion_clip(args.config)
     cmd = [sys.executable, "-m", "benchmarks.rslrl_train", "--task", args.task, "--num-envs", str(args.num_envs),
            "--iterations", str(iterations), "--seed", str(seed), "--init-std", repr(std), "--out", str(folder),
            "--device", args.rslrl_device]

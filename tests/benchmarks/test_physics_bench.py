@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import huggingface_hub.constants
 import numpy as np
 import pytest
 
 from benchmarks import physics
+from common.hub import MOTIONS_REPO, SEED_MOTION_FILE, HubError
 
 
 def test_run_and_json_report_the_ceiling_collector_and_ratio(tmp_path):
@@ -106,10 +108,14 @@ def test_several_tasks_are_compared_side_by_side_then_run_each(tmp_path):
     assert all(r["collector_steps_per_s"] > 0 for r in result["runs"])
 
 
-def test_a_tracking_task_without_its_clip_is_refused_by_name():
-    """g1_motion_tracking with no --motion-file stops at the config, naming the missing option."""
-    with pytest.raises(ValueError, match="task_options.motion_file"):
-        physics.task_config("g1_motion_tracking", 8)
+def test_a_tracking_task_without_its_clip_takes_the_seeds_and_names_it_when_out_of_reach(tmp_path, monkeypatch):
+    """g1_motion_tracking with no --motion-file runs the seed's clip; where it is neither on disk nor may be
+    downloaded (HF_HUB_OFFLINE), the benchmark stops before measuring, naming the clip and its dataset."""
+    assert physics.task_config("g1_motion_tracking", 8).task_options.motion_file == SEED_MOTION_FILE
+    monkeypatch.setenv("APPO_TASK_OPTIONS__ASSETS_DIR", str(tmp_path))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # HF_HUB_OFFLINE=1, read at its import
+    with pytest.raises(HubError, match=f"{SEED_MOTION_FILE}.*{MOTIONS_REPO}.*cannot be reached"):
+        physics.main(["--task", "g1_motion_tracking", "--num-envs", "4", "--seconds", "0.1", "--rounds", "1"])
 
 
 def test_engines_are_compared_side_by_side_on_the_same_task(tmp_path):
