@@ -326,7 +326,7 @@ class AppoConfig(BaseSettings):
     task_options: TaskOptionsConfig = TaskOptionsConfig()
 
     @model_validator(mode="after")
-    def _motion_file_given(self) -> AppoConfig:
+    def _task_defaults_and_fit(self) -> AppoConfig:
         if self.task in MOTION_TASKS and not self.task_options.motion_file:
             self.task_options.motion_file = SEED_MOTION_FILE  # as the seed's config does; config.yaml shows it
         if self.algo.algorithm.uses_mirror:
