@@ -62,6 +62,7 @@ class ActorSnapshot:
         """Take the policy's current weights (call after every load)."""
         p, norm = self.policy, self.policy.obs_normalizer
         self.normalize = norm.enabled
+        self.encode = norm.encode if norm.angles else None  # sine and cosine of any angle columns, first
         self.shift = norm.mean.clone()
         self.scale = torch.rsqrt(norm.var + norm.eps)
         self.clip = norm.clip
@@ -81,9 +82,9 @@ class ActorSnapshot:
         """Actions [B, A] and their log-probs [B] (float32) for observations [B, obs_dim]; `draws` [B, A] are the
         standard-normal numbers to use (None: drawn from torch's default generator)."""
         buf = self._buffers.get(obs.shape[0]) or self._allocate(obs)
-        x = obs
+        x = obs if self.encode is None else self.encode(obs)
         if self.normalize:
-            x = torch.sub(obs, self.shift, out=buf["norm"]).mul_(self.scale).clamp_(-self.clip, self.clip)
+            x = torch.sub(x, self.shift, out=buf["norm"]).mul_(self.scale).clamp_(-self.clip, self.clip)
         if self.hidden_dtype is not None:
             x = buf["cast"].copy_(x)
         for (bias, weight_t, activation), h in zip(self.hidden, buf["hidden"], strict=True):
@@ -105,9 +106,9 @@ class ActorSnapshot:
         def empty(cols: int, dt: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.empty(n, cols, dtype=dt, device=obs.device)
 
-        act_dim = self.head[1].shape[1]
-        buf = {"norm": empty(obs.shape[1]), "cast": empty(obs.shape[1], dtype),
-               "hidden": [empty(w, dtype) for w in widths], "features": empty(widths[-1] if widths else obs.shape[1]),
+        act_dim, inputs = self.head[1].shape[1], self.shift.shape[0]  # the network's inputs (angles encoded)
+        buf = {"norm": empty(inputs), "cast": empty(inputs, dtype),
+               "hidden": [empty(w, dtype) for w in widths], "features": empty(widths[-1] if widths else inputs),
                "mu": empty(act_dim), "z": empty(act_dim), "actions": empty(act_dim),
                "log_probs": torch.empty(n, device=obs.device)}
         self._buffers[n] = buf

@@ -28,7 +28,7 @@ class NumpyActor:
     def __init__(self, layout: WeightLayout, activation: str, normalize: bool, rng: np.random.Generator):
         self.layout = layout
         self.rng = rng
-        self.normalizer = NumpyNormalizer(normalize)
+        self.normalizer = NumpyNormalizer(normalize, layout.obs_angles)
         self.mlp = NumpyMLP(activation)
         self.std = self.log_norm = None
         # Sampling buffers, grown to the largest batch seen (each env group samples a fixed size).

@@ -22,7 +22,7 @@ class NumpyInference:
         policy, normalize = cfg.algo.policy, cfg.algo.empirical_normalization
         self.layout = layout_for(cfg, task)
         self.actor = NumpyActor(self.layout, policy.activation, normalize, np.random.default_rng(seed))
-        self.critic_normalizer = NumpyNormalizer(normalize)
+        self.critic_normalizer = NumpyNormalizer(normalize, self.layout.critic_angles)
         self.critic = NumpyMLP(policy.activation)
 
     def load(self, flat: np.ndarray) -> None:

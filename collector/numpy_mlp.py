@@ -61,10 +61,11 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray, np.ndarray], None]] = {
 
 
 class NumpyNormalizer:
-    """EmpiricalNormalizer.forward as a shift, a scale and a clip; the identity when normalisation is off."""
+    """EmpiricalNormalizer.forward as angle encoding, a shift, a scale and a clip; only the encoding when off."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, angles: tuple[int, ...] = ()):
         self.enabled = enabled
+        self.angles = list(angles)
         self.shift = self.scale = None
         self._out = np.empty((0, 0), np.float32)
 
@@ -74,13 +75,23 @@ class NumpyNormalizer:
         self.scale = (1.0 / np.sqrt(var + np.float32(NORMALIZER_EPS))).astype(np.float32)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """Normalised observations [n, dim] (a view of this normaliser's buffer, or x itself when off)."""
-        if not self.enabled:
+        """Normalised observations [n, dim (+ angles)] (a view of this normaliser's buffer, or x itself when
+        there is nothing to do)."""
+        if not self.enabled and not self.angles:
             return x
-        n = x.shape[0]
-        if n > self._out.shape[0]:
-            self._out = np.empty((n, x.shape[1]), np.float32)
+        n, dim = x.shape
+        width = dim + len(self.angles)
+        if n > self._out.shape[0] or self._out.shape[1] != width:
+            self._out = np.empty((n, width), np.float32)
         out = self._out[:n]
+        if self.angles:  # common/policy.py encode_angles: sines in place, cosines appended
+            out[:, :dim] = x
+            angles = x[:, self.angles]
+            out[:, self.angles] = np.sin(angles)
+            out[:, dim:] = np.cos(angles)
+            x = out
+        if not self.enabled:
+            return out
         np.subtract(x, self.shift, out=out)
         out *= self.scale
         np.clip(out, -NORMALIZER_CLIP, NORMALIZER_CLIP, out=out)

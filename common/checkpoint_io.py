@@ -20,6 +20,8 @@ import torch
 
 from common.config import AppoConfig, ConfigError, config_from_dict
 from common.policy import ActorCritic
+from common.task_plugins import resolve_task_spec
+from common.weight_layout import input_angles
 
 _MODEL_FILE = re.compile(r"^model_(\d+)\.pt$")
 
@@ -222,7 +224,7 @@ class LoadedPolicy:
 
     @property
     def obs_dim(self) -> int:
-        return self.model.obs_normalizer.mean.numel()
+        return self.model.obs_normalizer.in_dim
 
     @property
     def act_dim(self) -> int:
@@ -238,10 +240,16 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     except (KeyError, TypeError, ConfigError) as exc:
         raise CheckpointError(f"checkpoint {path} has no usable config: {exc}") from None
     weights = state["appo"]["model"]
+    try:  # the task's spec only where the config asks for its angle columns (a plugin's import can be slow)
+        angles = input_angles(cfg.algo.policy, resolve_task_spec(cfg.task)) if cfg.algo.policy.periodic_inputs \
+            else ((), ())
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {path}: {exc}") from None
     try:
-        dims = (weights["obs_normalizer.mean"].numel(), weights["critic_normalizer.mean"].numel(),
-                weights["log_std"].numel())
-        model = ActorCritic(*dims, cfg.algo.policy, cfg.algo.empirical_normalization)
+        # The normalisers' widths are the networks' inputs: one column more per angle than the raw observation.
+        dims = (weights["obs_normalizer.mean"].numel() - len(angles[0]),
+                weights["critic_normalizer.mean"].numel() - len(angles[1]), weights["log_std"].numel())
+        model = ActorCritic(*dims, cfg.algo.policy, cfg.algo.empirical_normalization, *angles)
         model.load_state_dict(weights)
     except (KeyError, RuntimeError) as exc:
         raise CheckpointError(f"checkpoint {path}: weights do not fit its configured network: {exc}") from None

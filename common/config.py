@@ -32,7 +32,7 @@ from pydantic_settings import (
 
 from common.hub import MOTIONS_REPO, SEED_MOTION_FILE
 from common.symmetry import task_mirror
-from common.task_spec import task_engines, tasks_on
+from common.task_spec import TASK_SPECS, task_engines, tasks_on
 
 ENV_PREFIX = "APPO_"
 _ENDPOINT = re.compile(r"^tcp://[^\s:/]+:(6553[0-4]|655[0-2]\d|65[0-4]\d\d|6[0-4]\d{3}|[1-5]\d{4}|[1-9]\d{0,3})$")
@@ -63,6 +63,10 @@ class PolicyConfig(_Section):
         "normal draws follow a sequence with power spectrum 1/f^beta (collector/action_noise.py). 0: drawn afresh "
         "every step (white); 1: pink, successive draws correlated. Each draw stays N(0, 1), so the log-probs and "
         "the update are unchanged.")
+    periodic_inputs: bool = Field(
+        False, description="Feed the networks the sine and cosine of the task's angle observations (a gait "
+        "phase: TaskSpec.obs_angles) in place of the raw radians, whose wrap from 2 pi to 0 is a jump in the "
+        "input where the angle itself moves on smoothly. Only for tasks with angle observations.")
 
     @field_validator("actor_hidden_dims", "critic_hidden_dims")
     @classmethod
@@ -331,6 +335,10 @@ class AppoConfig(BaseSettings):
             self.task_options.motion_file = SEED_MOTION_FILE  # as the seed's config does; config.yaml shows it
         if self.algo.algorithm.uses_mirror:
             task_mirror(self.task)  # a task without a mirror map: the error names those with one
+        if self.algo.policy.periodic_inputs and self.task in TASK_SPECS and not TASK_SPECS[self.task].obs_angles:
+            with_angles = sorted(name for name, spec in TASK_SPECS.items() if spec.obs_angles)
+            raise ValueError(f"algo.policy.periodic_inputs: task {self.task} has no angle observations "
+                             f"(tasks with some: {', '.join(with_angles)})")
         engines = task_engines(self.task)
         if self.training.sim_backend not in engines:
             raise ValueError(f"task {self.task} runs on {' and '.join(engines)}, not training.sim_backend="

@@ -19,7 +19,7 @@ from torch.distributions import Normal
 
 from common.config import AppoConfig, PolicyConfig
 from common.task_spec import TaskSpec
-from common.weight_layout import NORMALIZER_CLIP, NORMALIZER_EPS, weight_layout
+from common.weight_layout import NORMALIZER_CLIP, NORMALIZER_EPS, input_angles, weight_layout
 
 HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh, "selu": nn.SELU, "leaky_relu": nn.LeakyReLU}
@@ -64,19 +64,42 @@ def gaussian_log_prob(mu: torch.Tensor, log_std: torch.Tensor, actions: torch.Te
     return -0.5 * z.square().sum(-1) - (log_std.sum() + mu.shape[-1] * HALF_LOG_2PI)
 
 
-class EmpiricalNormalizer(nn.Module):
-    """Running mean/variance of observations (parallel Welford); identity until enabled."""
+def encode_angles(x: torch.Tensor, mask: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """x [..., D] with each angle column (`mask` [D], `index` [k]) as its sine, and their cosines appended.
 
-    def __init__(self, dim: int, enabled: bool, eps: float = NORMALIZER_EPS, clip: float = NORMALIZER_CLIP):
+    The networks' view of a periodic observation: no jump where the angle wraps from 2 pi to 0.
+    """
+    return torch.cat([torch.where(mask, torch.sin(x), x), torch.cos(x.index_select(-1, index))], dim=-1)
+
+
+class EmpiricalNormalizer(nn.Module):
+    """Running mean/variance of observations (parallel Welford), after `encode_angles` of any angle columns;
+    the statistics are identity until enabled."""
+
+    def __init__(self, dim: int, enabled: bool, eps: float = NORMALIZER_EPS, clip: float = NORMALIZER_CLIP,
+                 angles: tuple[int, ...] = ()):
         super().__init__()
         self.enabled = enabled
         self.eps = eps
         self.clip = clip
-        self.register_buffer("mean", torch.zeros(dim))
-        self.register_buffer("var", torch.ones(dim))
+        self.in_dim = dim
+        out_dim = dim + len(angles)
+        self.register_buffer("mean", torch.zeros(out_dim))
+        self.register_buffer("var", torch.ones(out_dim))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        # Not in the state_dict: the flat weight layout carries the columns itself (common/weight_layout.py).
+        self.angles = tuple(angles)
+        mask = torch.zeros(dim, dtype=torch.bool)
+        mask[list(self.angles)] = True
+        self.register_buffer("angle_mask", mask, persistent=False)
+        self.register_buffer("angle_index", torch.tensor(self.angles, dtype=torch.long), persistent=False)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """The network's input columns of raw observations [..., in_dim] (x itself without angle columns)."""
+        return encode_angles(x, self.angle_mask, self.angle_index) if self.angles else x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.encode(x)
         if not self.enabled:
             return x
         return ((x - self.mean) / torch.sqrt(self.var + self.eps)).clamp(-self.clip, self.clip)
@@ -85,7 +108,7 @@ class EmpiricalNormalizer(nn.Module):
     def update(self, x: torch.Tensor) -> None:
         if not self.enabled:
             return
-        x = x.reshape(-1, x.shape[-1]).to(torch.float64)
+        x = self.encode(x.reshape(-1, x.shape[-1])).to(torch.float64)
         n = x.shape[0]
         if n == 0:
             return
@@ -103,22 +126,24 @@ class EmpiricalNormalizer(nn.Module):
 class ActorCritic(nn.Module):
     """Gaussian MLP actor and MLP critic with their observation normalisers and a state-independent log_std."""
 
-    def __init__(self, obs_dim: int, critic_dim: int, act_dim: int, cfg: PolicyConfig, normalize: bool):
+    def __init__(self, obs_dim: int, critic_dim: int, act_dim: int, cfg: PolicyConfig, normalize: bool,
+                 obs_angles: tuple[int, ...] = (), critic_angles: tuple[int, ...] = ()):
         super().__init__()
         self.act_dim = act_dim
-        self.obs_normalizer = EmpiricalNormalizer(obs_dim, normalize)
-        self.critic_normalizer = EmpiricalNormalizer(critic_dim, normalize)
-        self.actor = mlp(obs_dim, cfg.actor_hidden_dims, act_dim, cfg.activation)
-        self.critic = mlp(critic_dim, cfg.critic_hidden_dims, 1, cfg.activation)
+        self.obs_normalizer = EmpiricalNormalizer(obs_dim, normalize, angles=obs_angles)
+        self.critic_normalizer = EmpiricalNormalizer(critic_dim, normalize, angles=critic_angles)
+        self.actor = mlp(obs_dim + len(obs_angles), cfg.actor_hidden_dims, act_dim, cfg.activation)
+        self.critic = mlp(critic_dim + len(critic_angles), cfg.critic_hidden_dims, 1, cfg.activation)
         self.log_std = nn.Parameter(torch.full((act_dim,), float(np.log(cfg.init_noise_std))))
         # A torch-free collector reads the flat weights by the layout: it must be this state_dict's.
-        layout = weight_layout(obs_dim, critic_dim, act_dim, cfg).entries
+        layout = weight_layout(obs_dim, critic_dim, act_dim, cfg, obs_angles, critic_angles).entries
         if tuple((k, tuple(t.shape)) for k, t in self.state_dict().items()) != layout:
             raise AssertionError("ActorCritic's state_dict disagrees with common/weight_layout.py")
 
     @classmethod
     def from_config(cls, cfg: AppoConfig, task: TaskSpec) -> ActorCritic:
-        return cls(task.obs_dim, task.critic_dim, task.act_dim, cfg.algo.policy, cfg.algo.empirical_normalization)
+        return cls(task.obs_dim, task.critic_dim, task.act_dim, cfg.algo.policy, cfg.algo.empirical_normalization,
+                   *input_angles(cfg.algo.policy, task))
 
     def distribution(self, obs: torch.Tensor) -> Normal:
         mu = self.actor(self.obs_normalizer(obs))

@@ -63,6 +63,23 @@ class TaskMirror:
     actions: SignedPermutation
 
 
+def with_angle_columns(p: SignedPermutation, angles: tuple[int, ...]) -> SignedPermutation:
+    """`p` on the networks' view of an observation whose `angles` columns are sines, with their cosines appended.
+
+    A mirrored angle is sign * the partner angle: its sine takes the raw column's map, its cosine is the
+    partner's cosine unsigned.  A ValueError if `p` sends an angle column to a column that is not one.
+    """
+    where = {column: k for k, column in enumerate(angles)}
+    n = len(p.index)
+    cos_index = []
+    for column in angles:
+        partner = p.index[column]
+        if partner not in where:
+            raise ValueError(f"the mirror map sends angle column {column} to column {partner}, which is not an angle")
+        cos_index.append(n + where[partner])
+    return SignedPermutation((*p.index, *cos_index), (*p.sign, *(1.0,) * len(angles)))
+
+
 def _blocks(*blocks: tuple[list[int], list[float]]) -> SignedPermutation:
     """One signed permutation from consecutive blocks, each (index within the block, sign)."""
     index: list[int] = []

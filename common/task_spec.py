@@ -21,6 +21,10 @@ class TaskSpec:
     max_episode_steps: int
     control_dt: float
     reward_terms: tuple[str, ...]
+    # Observation columns that are angles in radians (actor, critic): with algo.policy.periodic_inputs the
+    # networks see their sine and cosine (common/weight_layout.py `input_angles`).
+    obs_angles: tuple[int, ...] = ()
+    critic_angles: tuple[int, ...] = ()
 
 
 TASK_SPECS: dict[str, TaskSpec] = {
@@ -42,11 +46,11 @@ TASK_SPECS: dict[str, TaskSpec] = {
                  ("track_linear_velocity", "track_angular_velocity", "upright", "pose", "body_ang_vel",
                   "angular_momentum", "dof_pos_limits", "action_rate_l2", "air_time", "foot_clearance",
                   "foot_swing_height", "foot_slip", "soft_landing", "self_collisions")),
-        # The seed's (UniLab's) G1 gait-clock walk (collector/envs/g1/walk.py): the actor sees the feet's gait phase;
-        # the critic adds the pelvis IMU's linear velocity.
+        # The seed's (UniLab's) G1 gait-clock walk (collector/envs/g1/walk.py): the actor sees the feet's gait phase
+        # (the last two columns, radians in [0, 2 pi)); the critic adds the pelvis IMU's linear velocity after them.
         TaskSpec("g1_walk_flat", 98, 101, 29, 1000, 0.02,
                  ("tracking_lin_vel", "tracking_ang_vel", "feet_phase", "lin_vel_z", "ang_vel_xy", "base_height",
-                  "orientation", "action_rate", "pose")),
+                  "orientation", "action_rate", "pose"), obs_angles=(96, 97), critic_angles=(96, 97)),
         # Unitree G1 motion tracking (mjlab's Tracking-Flat-Unitree-G1, collector/envs/g1/tracking.py): a reference
         # clip (config task_options.motion_file) followed for 10 s; the critic adds the tracked bodies' poses.
         TaskSpec("g1_motion_tracking", 160, 286, 29, 500, 0.02,

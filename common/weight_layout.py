@@ -29,6 +29,10 @@ class WeightLayout:
     entries: tuple[tuple[str, tuple[int, ...]], ...]
     actor_layers: int   # linear layers of the actor MLP (hidden layers + output layer)
     critic_layers: int
+    # Raw observation columns the networks see as sine and cosine (`input_angles`); the normalisers and first
+    # layers are that many columns wider than the raw observations.
+    obs_angles: tuple[int, ...] = ()
+    critic_angles: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
@@ -62,21 +66,36 @@ def _mlp_entries(net: str, in_dim: int, hidden: list[int], out_dim: int) -> list
     return entries
 
 
-def weight_layout(obs_dim: int, critic_dim: int, act_dim: int, policy: PolicyConfig) -> WeightLayout:
-    """The layout of ActorCritic(obs_dim, critic_dim, act_dim, policy, normalize=any).
+def weight_layout(obs_dim: int, critic_dim: int, act_dim: int, policy: PolicyConfig,
+                  obs_angles: tuple[int, ...] = (), critic_angles: tuple[int, ...] = ()) -> WeightLayout:
+    """The layout of ActorCritic(obs_dim, critic_dim, act_dim, policy, normalize=any, obs_angles, critic_angles).
 
     state_dict order: the root's own parameter (log_std) first, then each child
     module in the order `ActorCritic.__init__` assigns it.  The normalisers'
-    statistics are in the vector whether or not normalisation is enabled.
+    statistics are in the vector whether or not normalisation is enabled.  Each
+    angle column adds one network input (its cosine, after the raw columns).
     """
+    obs_in, critic_in = obs_dim + len(obs_angles), critic_dim + len(critic_angles)
     entries: list[tuple[str, tuple[int, ...]]] = [("log_std", (act_dim,))]
-    for norm, dim in (("obs_normalizer", obs_dim), ("critic_normalizer", critic_dim)):
+    for norm, dim in (("obs_normalizer", obs_in), ("critic_normalizer", critic_in)):
         entries += [(f"{norm}.mean", (dim,)), (f"{norm}.var", (dim,)), (f"{norm}.count", ())]
-    entries += _mlp_entries("actor", obs_dim, policy.actor_hidden_dims, act_dim)
-    entries += _mlp_entries("critic", critic_dim, policy.critic_hidden_dims, 1)
-    return WeightLayout(tuple(entries), len(policy.actor_hidden_dims) + 1, len(policy.critic_hidden_dims) + 1)
+    entries += _mlp_entries("actor", obs_in, policy.actor_hidden_dims, act_dim)
+    entries += _mlp_entries("critic", critic_in, policy.critic_hidden_dims, 1)
+    return WeightLayout(tuple(entries), len(policy.actor_hidden_dims) + 1, len(policy.critic_hidden_dims) + 1,
+                        tuple(obs_angles), tuple(critic_angles))
+
+
+def input_angles(policy: PolicyConfig, task: TaskSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(actor, critic) observation columns the networks see as sine and cosine: the task's angles with
+    algo.policy.periodic_inputs, none without; a ValueError for a task that has none to give."""
+    if not policy.periodic_inputs:
+        return (), ()
+    if not task.obs_angles:
+        raise ValueError(f"algo.policy.periodic_inputs: task {task.name} has no angle observations")
+    return task.obs_angles, task.critic_angles
 
 
 def layout_for(cfg: AppoConfig, task: TaskSpec) -> WeightLayout:
     """The layout of the actor-critic the learner builds for `task` under `cfg`."""
-    return weight_layout(task.obs_dim, task.critic_dim, task.act_dim, cfg.algo.policy)
+    return weight_layout(task.obs_dim, task.critic_dim, task.act_dim, cfg.algo.policy,
+                         *input_angles(cfg.algo.policy, task))

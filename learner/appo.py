@@ -127,8 +127,11 @@ class APPO:
         # The target shares the live normalizers: only actor weights lag behind.
         self.target.obs_normalizer = self.model.obs_normalizer
         self.target.critic_normalizer = self.model.critic_normalizer
-        self.layout = _layout(task.obs_dim, task.critic_dim, task.act_dim)
-        self.mirror = BatchMirror(task_mirror(task.name), device) if self.cfg.uses_mirror else None
+        # The packed rows hold the networks' inputs: with periodic inputs, wider than the raw observations.
+        self.layout = _layout(self.model.obs_normalizer.mean.numel(), self.model.critic_normalizer.mean.numel(),
+                              task.act_dim)
+        self.mirror = (BatchMirror(task_mirror(task.name), device, self.model.obs_normalizer.angles)
+                       if self.cfg.uses_mirror else None)
         self.precision = resolve_precision(cfg.training.precision, device, cfg.training.deterministic)
         self.hidden_dtype = HIDDEN_DTYPES[self.precision]
         # The schedule's state: float64 on the training device (MPS has no float64: float32), so
@@ -327,7 +330,7 @@ class APPO:
         `obs` is normalised: the normaliser's statistics are their own mirror image (update_normalizers), so
         the mirror of a normalised observation is the normalised mirror observation.
         """
-        mirrored_mu = self.model.actor_mean(self.mirror.apply("obs", obs), self.hidden_dtype)
+        mirrored_mu = self.model.actor_mean(self.mirror.apply("obs_input", obs), self.hidden_dtype)
         return (mirrored_mu - self.mirror.apply("actions", mu.detach())).square().mean()
 
     def _critic_loss_terms(self, mb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

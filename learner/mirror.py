@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from common.symmetry import SignedPermutation, TaskMirror
+from common.symmetry import SignedPermutation, TaskMirror, with_angle_columns
 
 # Which map mirrors which batch field; the other fields are copied unchanged.
 _FIELD_MAPS = {"obs": "obs", "critic": "critic", "actions": "actions", "last_obs": "obs", "last_critic": "critic"}
@@ -21,11 +21,13 @@ _FIELD_MAPS = {"obs": "obs", "critic": "critic", "actions": "actions", "last_obs
 class BatchMirror:
     """A task's mirror maps as index and sign tensors on the training device, applied to whole batches."""
 
-    def __init__(self, mirror: TaskMirror, device: torch.device):
+    def __init__(self, mirror: TaskMirror, device: torch.device, obs_angles: tuple[int, ...] = ()):
         self._maps = {name: _tensors(getattr(mirror, name), device) for name in ("obs", "critic", "actions")}
+        # The actor's input columns (common/policy.py encode_angles), for the mirror loss on normalised inputs.
+        self._maps["obs_input"] = _tensors(with_angle_columns(mirror.obs, obs_angles), device)
 
     def apply(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        """The mirror of `x` ([..., D]) under map `name` (obs, critic or actions)."""
+        """The mirror of `x` ([..., D]) under map `name` (obs, critic, actions, or obs_input: the actor's input)."""
         index, sign = self._maps[name]
         return x.index_select(-1, index) * sign.to(x.dtype)
 

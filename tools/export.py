@@ -101,8 +101,9 @@ def sample_observations(actor: DeterministicActor, obs_dim: int, count: int = 25
     """Observations spread around the normaliser's statistics (both sides of its clip)."""
     g = torch.Generator().manual_seed(seed)
     norm = actor.obs_normalizer
-    spread = torch.sqrt(norm.var + norm.eps) if norm.enabled else torch.ones(obs_dim)
-    center = norm.mean if norm.enabled else torch.zeros(obs_dim)
+    # The statistics' first obs_dim columns are the raw ones (an angle column's are its sine's: any value will do).
+    spread = torch.sqrt(norm.var[:obs_dim] + norm.eps) if norm.enabled else torch.ones(obs_dim)
+    center = norm.mean[:obs_dim] if norm.enabled else torch.zeros(obs_dim)
     return center + 4.0 * spread * torch.randn(count, obs_dim, generator=g)
 
 

@@ -66,7 +66,8 @@ def walk_logs(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def seed_walk_logs(tmp_path_factory) -> Path:
-    return train(tmp_path_factory.mktemp("seed_walk"), "g1_walk_flat")
+    """The seed's walker with its gait phase fed to the networks as sine and cosine (algo.policy.periodic_inputs)."""
+    return train(tmp_path_factory.mktemp("seed_walk"), "g1_walk_flat", "algo.policy.periodic_inputs=true")
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +115,23 @@ def test_seed_walk_trains_and_eval_reports_its_velocity_tracking(seed_walk_logs,
     out = json.loads((tmp_path / "s.json").read_text())
     assert out["task"] == "g1_walk_flat" and out["episodes"] == 2 and max(out["lengths"]) <= 20
     assert out["velocity_xy_rms_error"] >= 0 and out["yaw_rate_rms_error"] > 0
-    assert load_policy(find_checkpoint("-1", "g1_walk_flat", seed_walk_logs)).obs_dim == 98
+    policy = load_policy(find_checkpoint("-1", "g1_walk_flat", seed_walk_logs))
+    # 98 raw columns; the networks take 100: the two phases' sines in place, their cosines appended.
+    assert policy.obs_dim == 98 and policy.model.obs_normalizer.mean.numel() == 100
+
+
+def test_export_of_a_periodic_input_walker_takes_raw_observations(seed_walk_logs, tmp_path):
+    """appo-export of the g1_walk_flat checkpoint with periodic inputs: its ONNX and TorchScript models take the
+    98 raw columns and give the checkpoint's mean action, the same for a phase and that phase a turn later."""
+    ckpt = find_checkpoint("-1", "g1_walk_flat", seed_walk_logs)
+    obs = torch.randn(5, 98, generator=torch.Generator().manual_seed(0))
+    later = obs.clone()
+    later[:, 96:] += 2 * np.pi
+    got_onnx, got_ts = exported_actions(ckpt, tmp_path, later)
+    with torch.no_grad():
+        want = load_policy(ckpt).model.act_deterministic(obs).numpy()
+    assert want.shape == (5, 29)
+    assert np.abs(got_onnx - want).max() <= 1e-4 and np.abs(got_ts - want).max() <= 1e-4
 
 
 def test_play_mode_turns_the_seed_walks_observation_noise_off():
@@ -216,18 +233,24 @@ def test_tracking_eval_is_deterministic_and_takes_a_clip_override(tracking_logs,
         torch.set_num_threads(threads)  # main() sets the process's threads
 
 
+def exported_actions(ckpt: Path, out: Path, obs: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """appo-export of `ckpt` into `out`; the ONNX and the TorchScript model's actions on `obs`."""
+    assert export_main(["--load-run", str(ckpt), "--out", str(out)]) == 0
+    with torch.no_grad():
+        got_ts = load_torchscript(out / FILE_NAMES["torchscript"])(obs).numpy()
+    session = onnxruntime.InferenceSession(str(out / FILE_NAMES["onnx"]), providers=["CPUExecutionProvider"])
+    (got_onnx,) = session.run(["actions"], {"obs": obs.numpy()})
+    return got_onnx, got_ts
+
+
 def test_export_of_a_g1_velocity_checkpoint_gives_its_deterministic_action(walk_logs, tmp_path):
     """appo-export on the trained g1_velocity_flat checkpoint writes ONNX and TorchScript models whose action on a
     random raw observation is the checkpoint's mean action."""
     ckpt = find_checkpoint("-1", "g1_velocity_flat", walk_logs)
-    assert export_main(["--load-run", str(ckpt), "--out", str(tmp_path)]) == 0
-    policy = load_policy(ckpt)
     obs = torch.randn(5, 99, generator=torch.Generator().manual_seed(0))
+    got_onnx, got_ts = exported_actions(ckpt, tmp_path, obs)
     with torch.no_grad():
-        want = policy.model.act_deterministic(obs).numpy()
-        got_ts = load_torchscript(tmp_path / FILE_NAMES["torchscript"])(obs).numpy()
-    session = onnxruntime.InferenceSession(str(tmp_path / FILE_NAMES["onnx"]), providers=["CPUExecutionProvider"])
-    (got_onnx,) = session.run(["actions"], {"obs": obs.numpy()})
+        want = load_policy(ckpt).model.act_deterministic(obs).numpy()
     assert want.shape == (5, 29)
     assert np.abs(got_onnx - want).max() <= 1e-5 and np.abs(got_ts - want).max() <= 1e-5
 
