@@ -108,6 +108,11 @@ class AlgorithmConfig(_Section):
     symmetry: bool = Field(
         False, description="Train on every batch and its left-right mirror image (symmetry data augmentation, "
         "as rsl_rl's; learner/mirror.py); only tasks with a mirror map in common/symmetry.py.")
+    mirror_log_probs: Literal["copied", "shifted"] = Field(
+        "copied", description="Behaviour log-prob of a mirrored sample (with symmetry): copied = its original's, as "
+        "rsl_rl's augmentation, right only for a policy that is its own mirror image; shifted = its original's plus "
+        "the target policy's log-prob of the mirrored sample minus that of the original, so that a mirrored sample "
+        "keeps its original's importance weight however asymmetric the policy is.")
     mirror_loss_coef: float = Field(
         0.0, ge=0, description="Weight of the mirror loss (rsl_rl's use_mirror_loss): the mean squared gap between "
         "the policy's mean on a mirrored observation and the mirror of its mean on the original; 0 = off. Only "

@@ -219,6 +219,8 @@ class APPO:
                 self._actor_pass(batch, packed)
             finally:
                 bootstrap = critic_side.result() if critic_side else self._critic_pass(batch, packed)
+        if c.symmetry and c.mirror_log_probs == "shifted":
+            self._shift_mirrored_log_probs(batch, packed)
         fixed = {k: packed[:, :, getattr(L, k)].transpose(0, 1)
                  for k in ("target_mu", "target_log_probs", "values", "returns", "advantages")}
         vs, advantages = vtrace(
@@ -228,6 +230,14 @@ class APPO:
         fixed["returns"].copy_(vs)
         fixed["advantages"].copy_((advantages - advantages.mean()) / (advantages.std() + 1e-8))
         return {"packed": packed, **fixed}
+
+    def _shift_mirrored_log_probs(self, batch: dict[str, torch.Tensor], packed: torch.Tensor) -> None:
+        """The mirrored envs' (the augmented batch's second half) behaviour log-probs: the original's plus the
+        target's gap log pi(mirrored) - log pi(original), so both halves get the same importance weights."""
+        L, half = self.layout, packed.shape[0] // 2
+        target, behaviour = packed[:, :, L.target_log_probs], packed[:, :, L.log_probs]  # views [B, T]
+        behaviour[half:] = behaviour[:half] + (target[half:] - target[:half])
+        batch["log_probs"][:, half:] = behaviour[half:].T  # augment's own tensor: the staged batch is untouched
 
     def _env_chunks(self, num_envs: int, num_steps: int) -> list[tuple[int, int]]:
         """Env ranges of about chunk_rows samples on a CPU; the whole batch elsewhere."""

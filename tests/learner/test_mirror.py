@@ -141,3 +141,33 @@ def test_the_mirror_loss_on_a_task_without_a_mirror_map_is_refused():
         load_config(["algo.algorithm.mirror_loss_coef=1.0"], extra={"task": "go2_joystick_flat"}, environ={})
     with pytest.raises(ConfigError, match="mirror_loss_coef"):
         load_config(["algo.algorithm.mirror_loss_coef=-1"], extra={"task": "g1_velocity_flat"}, environ={})
+
+
+def test_shifted_log_probs_give_mirrored_samples_their_originals_importance_weights():
+    """mirror_log_probs=shifted: a mirrored sample's behaviour log-prob is its original's plus the target policy's
+    log pi(mirrored) - log pi(original), computed here through the whole policy with the NumPy maps, so both halves
+    get the same V-trace weights; copied leaves them unequal for an asymmetric policy. The staged batch is untouched."""
+    for mode in ("shifted", "copied"):
+        torch.manual_seed(0)
+        appo = APPO(_cfg("algo.algorithm.symmetry=true", f"algo.algorithm.mirror_log_probs={mode}"), TASK, CPU)
+        batch = _batch(appo)
+        appo.update_normalizers(batch)
+        staged = {k: v.clone() for k, v in batch.items()}
+        augmented = appo.mirror.augment(batch)
+        fixed = appo.process(augmented)
+        behaviour, target = augmented["log_probs"], fixed["target_log_probs"]
+        rho = (target - behaviour).exp()
+        assert all(torch.equal(batch[k], staged[k]) for k in batch)
+        torch.testing.assert_close(behaviour[:, :N], staged["log_probs"])
+        if mode == "copied":
+            torch.testing.assert_close(behaviour[:, N:], staged["log_probs"])
+            assert (rho[:, N:] - rho[:, :N]).abs().max() > 0.1
+            continue
+        mirrored = _by_hand(staged)
+        with torch.no_grad():
+            dist = appo.target.distribution(mirrored["obs"])
+            lp = dist.log_prob(mirrored["actions"]).sum(-1)
+        want = staged["log_probs"] + lp[:, N:] - lp[:, :N]
+        torch.testing.assert_close(behaviour[:, N:], want, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(rho[:, N:], rho[:, :N], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(fixed["packed"][:, :, appo.layout.log_probs].T, behaviour)
