@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import torch
 
-from common.checkpoint_io import CheckpointError, add_checkpoint_args, find_checkpoint, load_policy
+from common.checkpoint_io import CheckpointError, add_checkpoint_args, policy_from_args
 from common.cli import at_least
 from common.symmetry import task_mirror
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(1)
     try:
-        loaded = load_policy(find_checkpoint(args.load_run, args.task, args.log_root, args.checkpoint))
+        loaded = policy_from_args(args)
         gaps = mirror_gaps(loaded.model, loaded.task, args.envs, args.steps, args.seed)
     except (CheckpointError, ValueError) as exc:
         print(f"mirror_gap: {exc}", file=sys.stderr)

@@ -209,6 +209,11 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-root", default="logs/appo", help="where runs live (training.log_dir, default logs/appo)")
 
 
+def policy_from_args(args: argparse.Namespace, task: str | None = None) -> LoadedPolicy:
+    """The policy of the checkpoint that add_checkpoint_args' flags name (`task` where --task is not given)."""
+    return load_policy(find_checkpoint(args.load_run, args.task or task, args.log_root, args.checkpoint))
+
+
 # ---------------------------------------------------------------- the policy
 
 

@@ -31,8 +31,7 @@ from common.checkpoint_io import (
     LoadedPolicy,
     add_checkpoint_args,
     check_not_old_name,
-    find_checkpoint,
-    load_policy,
+    policy_from_args,
 )
 
 FORMATS = ("onnx", "torchscript")
@@ -163,7 +162,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        policy = load_policy(find_checkpoint(args.load_run, args.task, args.log_root, args.checkpoint))
+        policy = policy_from_args(args)
         check_not_old_name(args.task, policy.task, policy.path)
     except CheckpointError as exc:
         print(f"error: {exc}", file=sys.stderr)

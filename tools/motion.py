@@ -292,10 +292,10 @@ def rollout(policy, frames: int, command: np.ndarray, seed: int) -> np.ndarray:
 
 def record(args: argparse.Namespace) -> str:
     """Roll out the run's policy, write the clip; its check report."""
-    from common.checkpoint_io import CheckpointError, find_checkpoint, load_policy
+    from common.checkpoint_io import CheckpointError, policy_from_args
 
     try:
-        policy = load_policy(find_checkpoint(args.load_run, args.task, args.log_root, args.checkpoint))
+        policy = policy_from_args(args)
     except CheckpointError as exc:
         raise RecordError(str(exc)) from None
     if policy.task != RECORD_TASK:

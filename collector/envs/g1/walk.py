@@ -114,6 +114,7 @@ class G1WalkFlat(BatchedEnv):
         super().__init__(*args, **kwargs)
         n, m = self.num_envs, self.model
         self.noise = True  # actor observation noise; False for play and evaluation
+        self.reset_root_vel = RESET_ROOT_VEL  # the reset's random root twist bound (benchmarks.walk_falls sets 0)
         self.init_qpos = m.key(STAND).qpos.copy()
         self.default_joint_pos = self.init_qpos[7:].copy()
         self.commands = np.zeros((n, 3))
@@ -195,7 +196,7 @@ class G1WalkFlat(BatchedEnv):
         qpos[:, 3] = np.cos(yaw / 2)
         qpos[:, 6] = np.sin(yaw / 2)
         qvel = np.zeros((n, self.model.nv))
-        twist = self.rng.uniform(-RESET_ROOT_VEL, RESET_ROOT_VEL, (n, 6))  # world frame
+        twist = self.rng.uniform(-self.reset_root_vel, self.reset_root_vel, (n, 6))  # world frame
         qvel[:, :3] = twist[:, :3]
         qvel[:, 3:6] = rotate_inv(qpos[:, 3:7], twist[:, 3:])  # qvel's angular part is in the pelvis frame
         return qpos, qvel
