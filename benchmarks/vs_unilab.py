@@ -2,6 +2,8 @@
 
     python -m benchmarks.vs_unilab --parity --task go2_joystick_flat [--envs 8] [--steps 200] [--policy RUN]
     python -m benchmarks.vs_unilab --train --task g1_walk_flat --env-steps 4000000 --seeds 3 [--num-envs 2048]
+    python -m benchmarks.vs_unilab --train --task g1_walk_flat --env-steps 8000000 --seeds 102 \
+        --appo-run 102=logs/milestone/g1_walk_flat/seed_102
 
 The seed runs from its own venv (`make unilab`, benchmarks/unilab_setup.py; --venv or $UNILAB_VENV,
 default .venv-unilab), set up first if it is not.
@@ -24,6 +26,9 @@ default .venv-unilab), set up first if it is not.
           use the same tags; xy and yaw tracking errors where the trainer logs them: the seed's does
           not) to --out/curves.csv, curves.json and curves.png, and appo-eval's figures of the final
           policies to eval.json (the seed's last checkpoint evaluated in our env, where parity holds).
+          --appo-run SEED=RUN uses a finished run of ours for that seed instead of training one, once it is
+          checked to be the run this benchmark would make: the task's preset (every algo and task_options
+          field but the seed and the checkpoint interval), that seed, and the iterations of the budget.
 """
 
 from __future__ import annotations
@@ -37,11 +42,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from benchmarks.unilab_driver import SEED_ENV
 from common.cli import at_least
+
+if TYPE_CHECKING:
+    from common.config import AppoConfig
 
 # The seed's APPO tasks (unilab/conf/appo/task/*): its registry name and its own envs per run.
 SEED_TASKS = {
@@ -79,6 +88,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--seeds", default="1", help="comma-separated seeds, one run of each trainer per seed")
     train.add_argument("--num-envs", type=at_least(1), help="the seed's envs (default its own for the task)")
     train.add_argument("--episodes", type=at_least(1), default=20, help="evaluated episodes of our final policy")
+    train.add_argument("--appo-run", action="append", default=[], metavar="SEED=RUN",
+                       help="a finished appo-train run of ours to use for SEED instead of training one (repeatable)")
     args = p.parse_args(argv)
     from collector.envs import available_tasks
 
@@ -97,6 +108,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.seed_list = list(dict.fromkeys(int(s) for s in args.seeds.split(",")))
     except ValueError:
         p.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
+    args.appo_runs = {}
+    for given in args.appo_run:
+        seed, sep, run = given.partition("=")
+        if not sep or not seed.strip().lstrip("-").isdigit() or not run:
+            p.error(f"--appo-run {given!r}: expected SEED=RUN, e.g. 102=logs/milestone/{args.task}/seed_102")
+        if int(seed) not in args.seed_list:
+            p.error(f"--appo-run {given!r}: seed {int(seed)} is not one of --seeds {args.seeds}")
+        if not (Path(run) / "config.yaml").is_file():
+            p.error(f"--appo-run {given!r}: {run} is not a run directory (it has no config.yaml)")
+        args.appo_runs[int(seed)] = Path(run)
     if args.policy is not None and not args.policy.exists():
         p.error(f"--policy {args.policy}: no such run directory or checkpoint")
     args.out = args.out or Path(f"logs/vs_unilab/{args.task}_{time.strftime('%Y-%m-%d_%H-%M-%S')}")
@@ -293,15 +314,70 @@ def train_ours(args: argparse.Namespace, seed: int) -> dict:
             "eval": appo_run.evaluate(run, args.episodes)}
 
 
+def _flat(data: dict, prefix: str) -> dict:
+    out = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
+def check_reused_run(run: Path, task: str, seed: int, env_steps: int) -> AppoConfig:
+    """Refuse an earlier run of ours that is not the one train_ours would make: preset, seed and budget."""
+    from benchmarks.ablation import iterations_for
+    from common.checkpoint_io import CheckpointError
+    from common.config import load_config
+    from tools.play.sources import run_config
+
+    try:
+        cfg = run_config(run)
+    except CheckpointError as exc:
+        raise RuntimeError(f"--appo-run {run}: {exc}") from None
+    preset = load_config([], extra={"task": task}, environ={})
+    if cfg.task != task or cfg.algo.seed != seed:
+        raise RuntimeError(f"--appo-run {run}: trained {cfg.task} on seed {cfg.algo.seed}, not {task} on seed {seed}")
+    free = {"algo.seed", "algo.save_interval", "algo.max_iterations"}  # the seed and budget are checked apart
+    ran = {**_flat(cfg.algo.model_dump(), "algo."), **_flat(cfg.task_options.model_dump(), "task_options.")}
+    want = {**_flat(preset.algo.model_dump(), "algo."), **_flat(preset.task_options.model_dump(), "task_options.")}
+    differ = sorted(k for k in set(ran) | set(want) if k not in free and ran.get(k) != want.get(k))
+    if differ:
+        raise RuntimeError(f"--appo-run {run}: not the {task} preset: "
+                           + ", ".join(f"{k}={ran.get(k)!r} (preset {want.get(k)!r})" for k in differ))
+    iterations, _ = iterations_for(env_steps, task, [])
+    if cfg.algo.max_iterations != iterations:
+        raise RuntimeError(f"--appo-run {run}: ran algo.max_iterations={cfg.algo.max_iterations}; the budget of "
+                           f"{env_steps:,} env steps is {iterations} iterations")
+    return cfg
+
+
+def reuse_ours(args: argparse.Namespace, seed: int, run: Path) -> dict:
+    """A finished run of ours (checked by check_reused_run) in train_ours's place."""
+    from benchmarks import appo_run
+    from benchmarks.vs_rslrl_report import appo_rows
+
+    cfg = check_reused_run(run, args.task, seed, args.env_steps)
+    rows = appo_rows(run)
+    if not rows or rows[-1]["env_steps"] < args.env_steps:
+        logged = rows[-1]["env_steps"] if rows else 0
+        raise RuntimeError(f"--appo-run {run}: logged {logged:,} of {args.env_steps:,} env steps (not finished)")
+    print(f"(seed {seed}: appo-train's run {run}, reused)", flush=True)
+    return {"learner": "appo", "label": "appo-train preset", "seed": seed, "num_envs": cfg.algo.num_envs,
+            "steps_per_env": cfg.algo.steps_per_env, "iterations": rows[-1]["iteration"],
+            "env_steps": rows[-1]["env_steps"], "process_seconds": rows[-1]["wall_s"], "dir": str(run),
+            "reused": True, "rows": rows, "eval": appo_run.evaluate(run, args.episodes)}
+
+
 def run_train(args: argparse.Namespace) -> int:
     from benchmarks import vs_rslrl_report as report
 
+    for seed, run in args.appo_runs.items():  # refused before hours of the seed's training, not after
+        check_reused_run(run, args.task, seed, args.env_steps)
     workdir = Path(seed_ready(args.venv)["workdir"])
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[dict] = []
     for seed in args.seed_list:
         runs.append(train_seed(args, workdir, seed))
-        runs.append(train_ours(args, seed))
+        runs.append(reuse_ours(args, seed, args.appo_runs[seed]) if seed in args.appo_runs
+                    else train_ours(args, seed))
         meta = {"task": args.task, "env_steps_budget": args.env_steps, "seeds": args.seed_list}
         report.write_curves(runs, args.out / "curves.json", args.out / "curves.csv", meta)  # kept after each run
     report.plot(runs, args.out / "curves.png", f"{args.task}: UniLab's APPO vs appo-train, "

@@ -116,3 +116,59 @@ def test_scripted_stepping_swings_pitch_joints_in_antiphase():
     go2 = ["FL_thigh", "FR_thigh", "RL_thigh", "RR_thigh"]
     b = vs_unilab.scripted_actions(go2, 0.02)(5, 1)[0]
     np.testing.assert_allclose(b[[0, 3]], -b[[1, 2]], atol=1e-12)  # a trot: FL+RR against FR+RL
+
+
+def _saved_run(tmp_path, name: str, overrides: list[str]):
+    """A run directory holding only the config.yaml appo-train would save with these overrides."""
+    from common.config import load_config
+    from learner.run_dir import save_config
+
+    run = tmp_path / name
+    run.mkdir()
+    save_config(load_config(overrides, extra={"task": "g1_walk_flat"}, environ={}), run)
+    return run
+
+
+def test_appo_run_must_be_seed_equals_a_run_directory(tmp_path, capsys):
+    """--appo-run without SEED=, for a seed not in --seeds, or naming no run directory: one line naming it."""
+    base = ["--train", "--task", "g1_walk_flat", "--env-steps", "8000000", "--seeds", "102,103"]
+    assert "expected SEED=RUN" in _error(capsys, [*base, "--appo-run", str(tmp_path)])
+    run = _saved_run(tmp_path, "r", ["algo.seed=104"])
+    assert "seed 104 is not one of --seeds 102,103" in _error(capsys, [*base, "--appo-run", f"104={run}"])
+    assert "has no config.yaml" in _error(capsys, [*base, "--appo-run", f"102={tmp_path}"])
+    args = vs_unilab.parse_args([*base, "--appo-run", f"103={run}", "--out", str(tmp_path / "out")])
+    assert args.appo_runs == {103: run}
+
+
+def test_reused_run_is_checked_to_be_the_preset_on_that_seed_and_budget(tmp_path):
+    """A run is taken only as the preset with that seed and the budget's iterations; any other field is named."""
+    from benchmarks.ablation import iterations_for
+
+    iterations, per = iterations_for(8_000_000, "g1_walk_flat", [])
+    assert iterations == 2605 and per == 128 * 24  # the preset's batch, as the milestone runs used it
+    ok = _saved_run(tmp_path, "ok", ["algo.seed=102", f"algo.max_iterations={iterations}", "algo.save_interval=300"])
+    assert vs_unilab.check_reused_run(ok, "g1_walk_flat", 102, 8_000_000).algo.seed == 102
+    with pytest.raises(RuntimeError, match="not g1_walk_flat on seed 103"):
+        vs_unilab.check_reused_run(ok, "g1_walk_flat", 103, 8_000_000)
+    with pytest.raises(RuntimeError, match="ran algo.max_iterations=2605; the budget of 4,000,000 env steps is 1303"):
+        vs_unilab.check_reused_run(ok, "g1_walk_flat", 102, 4_000_000)
+    tuned = _saved_run(tmp_path, "tuned", ["algo.seed=102", f"algo.max_iterations={iterations}",
+                                           "algo.algorithm.entropy_coef=0.005"])
+    with pytest.raises(RuntimeError, match=r"not the g1_walk_flat preset: algo.algorithm.entropy_coef=0.005 "
+                                           r"\(preset 0.0\)"):
+        vs_unilab.check_reused_run(tuned, "g1_walk_flat", 102, 8_000_000)
+
+
+def test_unfinished_reused_run_is_refused(tmp_path):
+    """A reused run that has not logged the budget's env steps (still running, or stopped early) is refused."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = _saved_run(tmp_path, "run", ["algo.seed=102", "algo.max_iterations=2605"])
+    w = SummaryWriter(str(run))
+    for it in (1, 2, 3):
+        w.add_scalar("perf/total_env_steps", float(it * 3072), it)
+    w.close()
+    args = vs_unilab.parse_args(["--train", "--task", "g1_walk_flat", "--env-steps", "8000000", "--seeds", "102",
+                                 "--appo-run", f"102={run}", "--out", str(tmp_path / "out")])
+    with pytest.raises(RuntimeError, match="logged 9,216 of 8,000,000 env steps"):
+        vs_unilab.reuse_ours(args, 102, run)
