@@ -26,6 +26,9 @@ default .venv-unilab), set up first if it is not.
           use the same tags; xy and yaw tracking errors where the trainer logs them: the seed's does
           not) to --out/curves.csv, curves.json and curves.png, and appo-eval's figures of the final
           policies to eval.json (the seed's last checkpoint evaluated in our env, where parity holds).
+          Prints, per seed, whether ours is at or above the seed's in both training return and episode
+          length at every point the seed logged past 1 M env steps (ours: its last point at or before the
+          same env steps), and where not; eval.json's "ahead" holds the same.
           --appo-run SEED=RUN uses a finished run of ours for that seed instead of training one, once it is
           checked to be the run this benchmark would make: the task's preset (every algo and task_options
           field but the seed and the checkpoint interval), that seed, and the iterations of the budget.
@@ -53,6 +56,8 @@ if TYPE_CHECKING:
     from common.config import AppoConfig
 
 # The seed's APPO tasks (unilab/conf/appo/task/*): its registry name and its own envs per run.
+# Issue 47's bar for ours against the seed's trainer: at or above it at every point it logged past this many env steps.
+AHEAD_AFTER = 1_000_000
 SEED_TASKS = {
     "go2_joystick_flat": {"registry": "Go2JoystickFlat", "num_envs": 2048},
     "g1_walk_flat": {"registry": "G1WalkFlat", "num_envs": 2048},
@@ -366,6 +371,36 @@ def reuse_ours(args: argparse.Namespace, seed: int, run: Path) -> dict:
             "reused": True, "rows": rows, "eval": appo_run.evaluate(run, args.episodes)}
 
 
+def behind_points(seed: list[dict], ours: list[dict], after: int = AHEAD_AFTER) -> tuple[int, list[dict]]:
+    """The seed's logged points past `after` env steps, counted, and those where ours is below it in training
+    return or episode length; ours at a point is its last row logged at or before the same env steps."""
+    past = [r for r in seed if r["env_steps"] > after and "return" in r and "episode_length" in r]
+    behind = []
+    for point in past:
+        before = [r for r in ours if r["env_steps"] <= point["env_steps"]]
+        mine = before[-1] if before else {}
+        if not (mine.get("return", -math.inf) >= point["return"]
+                and mine.get("episode_length", -math.inf) >= point["episode_length"]):
+            behind.append({"env_steps": point["env_steps"], "seed_return": point["return"],
+                           "seed_episode_length": point["episode_length"], "our_return": mine.get("return"),
+                           "our_episode_length": mine.get("episode_length")})
+    return len(past), behind
+
+
+def ahead_summary(runs: list[dict]) -> list[str]:
+    """Per seed with both trainers' curves: is ours at or above the seed's at every point it logged past 1 M?"""
+    lines = []
+    for seed in sorted({r["seed"] for r in runs}):
+        by = {r["learner"]: r for r in runs if r["seed"] == seed}
+        if {"unilab", "appo"} <= by.keys():
+            count, behind = behind_points(by["unilab"]["rows"], by["appo"]["rows"])
+            verdict = "yes" if count and not behind else "no"
+            where = "".join(f"; below at {b['env_steps']:,}" for b in behind[:5])
+            lines.append(f"  seed {seed}: {verdict}, {count - len(behind)} of the seed's {count} points past "
+                         f"{AHEAD_AFTER:,} env steps{where}")
+    return lines
+
+
 def run_train(args: argparse.Namespace) -> int:
     from benchmarks import vs_rslrl_report as report
 
@@ -384,9 +419,18 @@ def run_train(args: argparse.Namespace) -> int:
                 f"{args.env_steps / 1e6:g} M env steps")
     evals = [{"learner": r["learner"], "seed": r["seed"], "env_steps": r["env_steps"], "figures": r["eval"]}
              for r in runs if "eval" in r]
-    (args.out / "eval.json").write_text(json.dumps({"task": args.task, "evaluations": evals}, indent=2))
+    ahead = {}
+    for seed in args.seed_list:
+        by = {r["learner"]: r for r in runs if r["seed"] == seed}
+        count, behind = behind_points(by["unilab"]["rows"], by["appo"]["rows"])
+        ahead[str(seed)] = {"seed_points_past": count, "ours_below_at": behind}
+    (args.out / "eval.json").write_text(json.dumps({"task": args.task, "evaluations": evals,
+                                                    "ahead_past_env_steps": AHEAD_AFTER, "ahead": ahead}, indent=2))
     print(f"\nvs UniLab  task {args.task}  budget {args.env_steps:,} env steps")
     print(report.table(runs, args.env_steps))
+    print("ours at or above the seed's APPO in training return and episode length at every point the seed logged "
+          f"past {AHEAD_AFTER:,} env steps:")
+    print("\n".join(ahead_summary(runs)))
     print(f"results: {args.out}/curves.json, curves.csv, curves.png, eval.json")
     return 0
 

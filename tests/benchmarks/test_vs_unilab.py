@@ -172,3 +172,35 @@ def test_unfinished_reused_run_is_refused(tmp_path):
                                  "--appo-run", f"102={run}", "--out", str(tmp_path / "out")])
     with pytest.raises(RuntimeError, match="logged 9,216 of 8,000,000 env steps"):
         vs_unilab.reuse_ours(args, 102, run)
+
+
+def _row(steps: int, ret: float, length: float) -> dict:
+    return {"env_steps": steps, "return": ret, "episode_length": length}
+
+
+def test_behind_points_compare_ours_last_point_at_or_before_each_of_the_seeds_past_1m():
+    """Only the seed's points past 1 M count; ours at a point is its last at or before it; ours is behind where
+    either its return or its episode length is below the seed's, and before its first point it is behind."""
+    seed = [_row(900_000, 5.0, 500.0), _row(1_200_000, 1.0, 30.0), _row(2_000_000, 2.0, 40.0),
+            _row(3_000_000, 3.0, 50.0), _row(4_000_000, 1.0, 20.0)]
+    ours = [_row(1_000_000, 1.0, 30.0), _row(2_100_000, 9.0, 10.0), _row(2_900_000, 2.5, 60.0),
+            _row(3_500_000, 4.0, 400.0)]
+    count, behind = vs_unilab.behind_points(seed, ours)
+    # 900 k is before the bar; at 1.2 M ours (1.0 M row) ties, which is at or above; at 2 M ours is still its 1 M
+    # row (2.1 M is later), below in both; at 3 M its 2.9 M row is below in return; at 4 M its 3.5 M row is above.
+    assert count == 4
+    assert [(b["env_steps"], b["our_return"], b["our_episode_length"]) for b in behind] == [
+        (2_000_000, 1.0, 30.0), (3_000_000, 2.5, 60.0)]
+    assert vs_unilab.behind_points(seed, [_row(2_000_000, 9.0, 900.0)])[1][0]["our_return"] is None
+
+
+def test_ahead_summary_says_yes_only_when_no_seed_point_past_1m_is_above_ours():
+    """The printed verdict per seed: yes with every point counted, no with the first points where ours is below."""
+    seed = [_row(1_500_000, 1.0, 30.0), _row(3_000_000, 2.0, 40.0)]
+    runs = [{"learner": "unilab", "seed": 7, "rows": seed},
+            {"learner": "appo", "seed": 7, "rows": [_row(1_000_000, 4.0, 100.0)]},
+            {"learner": "unilab", "seed": 8, "rows": seed},
+            {"learner": "appo", "seed": 8, "rows": [_row(1_000_000, 4.0, 100.0), _row(2_500_000, 1.5, 300.0)]}]
+    lines = vs_unilab.ahead_summary(runs)
+    assert lines[0] == "  seed 7: yes, 2 of the seed's 2 points past 1,000,000 env steps"
+    assert lines[1] == "  seed 8: no, 1 of the seed's 2 points past 1,000,000 env steps; below at 3,000,000"
