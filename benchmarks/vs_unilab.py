@@ -55,9 +55,9 @@ from common.cli import at_least
 if TYPE_CHECKING:
     from common.config import AppoConfig
 
-# The seed's APPO tasks (unilab/conf/appo/task/*): its registry name and its own envs per run.
 # Issue 47's bar for ours against the seed's trainer: at or above it at every point it logged past this many env steps.
 AHEAD_AFTER = 1_000_000
+# The seed's APPO tasks (unilab/conf/appo/task/*): its registry name and its own envs per run.
 SEED_TASKS = {
     "go2_joystick_flat": {"registry": "Go2JoystickFlat", "num_envs": 2048},
     "g1_walk_flat": {"registry": "G1WalkFlat", "num_envs": 2048},
@@ -387,17 +387,26 @@ def behind_points(seed: list[dict], ours: list[dict], after: int = AHEAD_AFTER) 
     return len(past), behind
 
 
-def ahead_summary(runs: list[dict]) -> list[str]:
-    """Per seed with both trainers' curves: is ours at or above the seed's at every point it logged past 1 M?"""
-    lines = []
+def ahead_by_seed(runs: list[dict]) -> dict[int, dict]:
+    """Per seed with both trainers' curves: the seed's points past 1 M and those where ours is below it."""
+    ahead = {}
     for seed in sorted({r["seed"] for r in runs}):
         by = {r["learner"]: r for r in runs if r["seed"] == seed}
         if {"unilab", "appo"} <= by.keys():
             count, behind = behind_points(by["unilab"]["rows"], by["appo"]["rows"])
-            verdict = "yes" if count and not behind else "no"
-            where = "".join(f"; below at {b['env_steps']:,}" for b in behind[:5])
-            lines.append(f"  seed {seed}: {verdict}, {count - len(behind)} of the seed's {count} points past "
-                         f"{AHEAD_AFTER:,} env steps{where}")
+            ahead[seed] = {"seed_points_past": count, "ours_below_at": behind}
+    return ahead
+
+
+def ahead_summary(runs: list[dict]) -> list[str]:
+    """Per seed with both trainers' curves: is ours at or above the seed's at every point it logged past 1 M?"""
+    lines = []
+    for seed, a in ahead_by_seed(runs).items():
+        count, behind = a["seed_points_past"], a["ours_below_at"]
+        verdict = "yes" if count and not behind else "no"
+        where = "".join(f"; below at {b['env_steps']:,}" for b in behind[:5])
+        lines.append(f"  seed {seed}: {verdict}, {count - len(behind)} of the seed's {count} points past "
+                     f"{AHEAD_AFTER:,} env steps{where}")
     return lines
 
 
@@ -419,11 +428,7 @@ def run_train(args: argparse.Namespace) -> int:
                 f"{args.env_steps / 1e6:g} M env steps")
     evals = [{"learner": r["learner"], "seed": r["seed"], "env_steps": r["env_steps"], "figures": r["eval"]}
              for r in runs if "eval" in r]
-    ahead = {}
-    for seed in args.seed_list:
-        by = {r["learner"]: r for r in runs if r["seed"] == seed}
-        count, behind = behind_points(by["unilab"]["rows"], by["appo"]["rows"])
-        ahead[str(seed)] = {"seed_points_past": count, "ours_below_at": behind}
+    ahead = {str(seed): a for seed, a in ahead_by_seed(runs).items()}
     (args.out / "eval.json").write_text(json.dumps({"task": args.task, "evaluations": evals,
                                                     "ahead_past_env_steps": AHEAD_AFTER, "ahead": ahead}, indent=2))
     print(f"\nvs UniLab  task {args.task}  budget {args.env_steps:,} env steps")
