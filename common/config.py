@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import difflib
+import math
 import os
 import re
 from pathlib import Path
@@ -58,6 +59,10 @@ class PolicyConfig(_Section):
     critic_hidden_dims: list[int] = Field([512, 256, 128], min_length=1, description="Critic MLP layer widths.")
     activation: Literal["elu", "relu", "tanh", "selu", "leaky_relu"] = Field("elu", description="Hidden activation.")
     init_noise_std: float = Field(1.0, gt=0, description="Initial std of the state-independent Gaussian policy.")
+    init_noise_std_by_action: dict[int, float] = Field(
+        {}, description="Initial std of single action dimensions, {index into the task's action vector: std}, in "
+        "place of init_noise_std for those: more noise where the task needs exploring (the joints a gait moves), "
+        "less where noise only costs. Each index below the task's action count, each std > 0.")
     action_noise_beta: float = Field(
         0.0, ge=0, le=2, description="Colour of the collectors' exploration noise over time: each env's standard-"
         "normal draws follow a sequence with power spectrum 1/f^beta (collector/action_noise.py). 0: drawn afresh "
@@ -73,6 +78,14 @@ class PolicyConfig(_Section):
     def _positive_widths(cls, v: list[int]) -> list[int]:
         if any(w <= 0 for w in v):
             raise ValueError("every layer width must be > 0")
+        return v
+
+    @field_validator("init_noise_std_by_action")
+    @classmethod
+    def _valid_stds(cls, v: dict[int, float]) -> dict[int, float]:
+        bad = {i: std for i, std in v.items() if i < 0 or not std > 0 or not math.isfinite(std)}
+        if bad:
+            raise ValueError(f"indices must be >= 0 and stds finite and > 0, not {bad}")
         return v
 
 
@@ -344,6 +357,11 @@ class AppoConfig(BaseSettings):
             with_angles = sorted(name for name, spec in TASK_SPECS.items() if spec.obs_angles)
             raise ValueError(f"algo.policy.periodic_inputs: task {self.task} has no angle observations "
                              f"(tasks with some: {', '.join(with_angles)})")
+        by_action = self.algo.policy.init_noise_std_by_action
+        if by_action and self.task in TASK_SPECS and max(by_action) >= TASK_SPECS[self.task].act_dim:
+            raise ValueError(f"algo.policy.init_noise_std_by_action: index {max(by_action)} is past task "
+                             f"{self.task}'s {TASK_SPECS[self.task].act_dim} actions (indices 0 to "
+                             f"{TASK_SPECS[self.task].act_dim - 1})")
         engines = task_engines(self.task)
         if self.training.sim_backend not in engines:
             raise ValueError(f"task {self.task} runs on {' and '.join(engines)}, not training.sim_backend="

@@ -123,6 +123,16 @@ class EmpiricalNormalizer(nn.Module):
         self.count.fill_(total.item())
 
 
+def initial_log_std(act_dim: int, cfg: PolicyConfig) -> torch.Tensor:
+    """log of init_noise_std per action dim [act_dim], with init_noise_std_by_action's dims in its place."""
+    std = np.full(act_dim, cfg.init_noise_std)
+    for index, value in cfg.init_noise_std_by_action.items():
+        if index >= act_dim:
+            raise ValueError(f"algo.policy.init_noise_std_by_action: index {index} is past the {act_dim} actions")
+        std[index] = value
+    return torch.as_tensor(np.log(std), dtype=torch.float32)
+
+
 class ActorCritic(nn.Module):
     """Gaussian MLP actor and MLP critic with their observation normalisers and a state-independent log_std."""
 
@@ -134,7 +144,7 @@ class ActorCritic(nn.Module):
         self.critic_normalizer = EmpiricalNormalizer(critic_dim, normalize, angles=critic_angles)
         self.actor = mlp(obs_dim + len(obs_angles), cfg.actor_hidden_dims, act_dim, cfg.activation)
         self.critic = mlp(critic_dim + len(critic_angles), cfg.critic_hidden_dims, 1, cfg.activation)
-        self.log_std = nn.Parameter(torch.full((act_dim,), float(np.log(cfg.init_noise_std))))
+        self.log_std = nn.Parameter(initial_log_std(act_dim, cfg))
         # A torch-free collector reads the flat weights by the layout: it must be this state_dict's.
         layout = weight_layout(obs_dim, critic_dim, act_dim, cfg, obs_angles, critic_angles).entries
         if tuple((k, tuple(t.shape)) for k, t in self.state_dict().items()) != layout:

@@ -591,3 +591,25 @@ def test_presets_validated_with_plain_vtrace_keep_lambda_one(task):
     """Tasks tuned before V-trace had lambda keep lam 1.0; the Go2 and G1 presets take the default 0.95."""
     assert load_config(extra={"task": task}, environ={}).algo.algorithm.lam == 1.0
     assert load_config(extra={"task": "go2_joystick_flat"}, environ={}).algo.algorithm.lam == 0.95
+
+
+def test_init_noise_std_by_action_parses_and_survives_the_saved_config():
+    """A YAML mapping on the command line becomes {index: std}, and config.yaml reads back the same."""
+    c = load_config(["algo.policy.init_noise_std_by_action={0: 1.0, 6: 1.5}"], extra={"task": "g1_walk_flat"},
+                    environ={})
+    assert c.algo.policy.init_noise_std_by_action == {0: 1.0, 6: 1.5}
+    assert config_from_dict(yaml.safe_load(c.to_yaml())) == c
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{29: 1.0}", "index 29 is past task g1_walk_flat's 29 actions"),
+    ("{0: 0}", "stds finite and > 0"),
+    ("{-1: 1.0}", "indices must be >= 0"),
+    ("{0: .nan}", "stds finite and > 0"),
+    ("[1.0, 0.5]", "valid dictionary"),
+])
+def test_init_noise_std_by_action_refuses_bad_entries(value, message):
+    """A bad index or std is refused with the option named, before anything trains."""
+    with pytest.raises(ConfigError, match="init_noise_std_by_action") as err:
+        load_config([f"algo.policy.init_noise_std_by_action={value}"], extra={"task": "g1_walk_flat"}, environ={})
+    assert message in str(err.value)

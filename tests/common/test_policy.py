@@ -94,3 +94,21 @@ def test_bf16_act_samples_around_bf16_hidden_features_and_a_float32_head():
     assert a16.dtype == lp16.dtype == torch.float32
     assert not torch.equal(a16, a32)
     torch.testing.assert_close(a16, a32, rtol=0, atol=0.05)
+
+
+def test_init_noise_std_by_action_sets_those_dims_and_the_samples_spread():
+    """The listed action dims start at their own std, the rest at init_noise_std, and act() draws with them."""
+    cfg = CFG.model_copy(update={"init_noise_std_by_action": {0: 2.0, 2: 0.1}})
+    pol = ActorCritic(4, 4, 3, cfg, normalize=False)
+    torch.testing.assert_close(pol.log_std.exp(), torch.tensor([2.0, 0.5, 0.1]))
+    obs = torch.zeros(20_000, 4)
+    actions, _ = _seeded(lambda: pol.act(obs))
+    spread = (actions - pol.act_deterministic(obs)).std(0)
+    torch.testing.assert_close(spread, torch.tensor([2.0, 0.5, 0.1]), rtol=0.03, atol=0)
+
+
+def test_init_noise_std_by_action_past_the_actions_is_refused():
+    """An index the network has no action for is an error naming the option, not a silent no-op."""
+    cfg = CFG.model_copy(update={"init_noise_std_by_action": {3: 1.0}})
+    with pytest.raises(ValueError, match="init_noise_std_by_action: index 3 is past the 3 actions"):
+        ActorCritic(4, 4, 3, cfg, normalize=False)
