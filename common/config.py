@@ -62,7 +62,8 @@ class PolicyConfig(_Section):
     init_noise_std_by_action: dict[int, float] = Field(
         {}, description="Initial std of single action dimensions, {index into the task's action vector: std}, in "
         "place of init_noise_std for those: more noise where the task needs exploring (the joints a gait moves), "
-        "less where noise only costs. Each index below the task's action count, each std > 0.")
+        "less where noise only costs. Each index below the task's action count, each std > 0. Entries given on the "
+        "command line or in a file merge over the preset's, index by index.")
     action_noise_beta: float = Field(
         0.0, ge=0, le=2, description="Colour of the collectors' exploration noise over time: each env's standard-"
         "normal draws follow a sequence with power spectrum 1/f^beta (collector/action_noise.py). 0: drawn afresh "

@@ -564,11 +564,13 @@ def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
 
 def test_seed_walk_preset_is_the_symmetric_humanoid_preset_at_the_seeds_budget():
     """g1_walk_flat: g1_velocity_flat's preset (symmetry and mirror loss included), for 24.6 M env steps (the seed's
-    500 x 2,048 x 24)."""
+    500 x 2,048 x 24), with more initial noise on the stepping joints."""
     walk = load_config(extra={"task": "g1_walk_flat"}, environ={})
     velocity = load_config(extra={"task": "g1_velocity_flat"}, environ={})
     assert walk.algo.max_iterations * walk.algo.num_envs * walk.algo.steps_per_env == 500 * 2048 * 24
-    assert walk.algo.model_dump(exclude={"max_iterations"}) == velocity.algo.model_dump(exclude={"max_iterations"})
+    differs = {"max_iterations": True, "policy": {"init_noise_std_by_action"}}
+    assert walk.algo.model_dump(exclude=differs) == velocity.algo.model_dump(exclude=differs)
+    assert velocity.algo.policy.init_noise_std_by_action == {}
     assert (walk.algo.algorithm.symmetry, walk.algo.algorithm.mirror_loss_coef) == (True, 10.0)
     assert walk.training.replay_queue_size == 1 and walk.training.precision == "auto"
 
@@ -595,10 +597,18 @@ def test_presets_validated_with_plain_vtrace_keep_lambda_one(task):
 
 def test_init_noise_std_by_action_parses_and_survives_the_saved_config():
     """A YAML mapping on the command line becomes {index: std}, and config.yaml reads back the same."""
-    c = load_config(["algo.policy.init_noise_std_by_action={0: 1.0, 6: 1.5}"], extra={"task": "g1_walk_flat"},
+    c = load_config(["algo.policy.init_noise_std_by_action={0: 1.0, 6: 1.5}"], extra={"task": "g1_velocity_flat"},
                     environ={})
     assert c.algo.policy.init_noise_std_by_action == {0: 1.0, 6: 1.5}
     assert config_from_dict(yaml.safe_load(c.to_yaml())) == c
+
+
+def test_init_noise_std_by_action_on_the_command_line_merges_over_the_presets_entries():
+    """An override changes the indices it names and keeps the preset's others, as nested sections merge."""
+    preset = load_config(extra={"task": "g1_walk_flat"}, environ={}).algo.policy.init_noise_std_by_action
+    c = load_config(["algo.policy.init_noise_std_by_action={0: 2.0, 2: 0.8}"], extra={"task": "g1_walk_flat"},
+                    environ={})
+    assert c.algo.policy.init_noise_std_by_action == {**preset, 0: 2.0, 2: 0.8}
 
 
 @pytest.mark.parametrize("value, message", [
@@ -613,3 +623,17 @@ def test_init_noise_std_by_action_refuses_bad_entries(value, message):
     with pytest.raises(ConfigError, match="init_noise_std_by_action") as err:
         load_config([f"algo.policy.init_noise_std_by_action={value}"], extra={"task": "g1_walk_flat"}, environ={})
     assert message in str(err.value)
+
+
+def test_seed_walk_preset_widens_the_noise_of_the_sagittal_leg_joints_by_name():
+    """The walker's per-action std picks out hip_pitch, knee and ankle_pitch of both legs in the model's actuator
+    order, mirror-symmetric, and leaves every other joint at init_noise_std."""
+    from collector.envs.g1.walk_model import build_model
+
+    model = build_model()
+    actuated = [model.joint(model.actuator(i).trnid[0]).name for i in range(model.nu)]
+    walk = load_config(extra={"task": "g1_walk_flat"}, environ={}).algo.policy
+    wide = {actuated[i] for i, std in walk.init_noise_std_by_action.items() if std == 1.0}
+    stepping = ("hip_pitch", "knee", "ankle_pitch")
+    assert wide == {f"{side}_{joint}_joint" for side in ("left", "right") for joint in stepping}
+    assert len(walk.init_noise_std_by_action) == 6 and walk.init_noise_std == 0.5
