@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # The venv's own torch as a requirement, so that no extra's dependency makes pip replace it.
 KEEP_TORCH = "torch==$$($(PY) -c 'import sys, importlib.metadata as m; print(m.version(sys.argv[1]))' torch)"
 
-.PHONY: install rslrl unilab train lint sysdeps test test-containers bench clean
+.PHONY: install rslrl unilab train lint sysdeps test test-benchmarks test-containers bench clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,10 @@ test: lint sysdeps
 # installed from Debian's packages when missing; minutes, so not part of `make test`.
 test-containers: $(STAMP)
 	PY="$(abspath $(PY))" containers/test-containers.sh
+
+# The short runs of the benchmarks whose every part make test already checks on its own (minutes each).
+test-benchmarks: sysdeps
+	$(PY) -m pytest -q -m benchmark $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.physics --task half_cheetah --num-envs 512

@@ -1,7 +1,7 @@
 """Chaos soak: ZeroMQ training in the namespace lab under a schedule of network faults, freezes, floods and kill -9s.
 
     python -m benchmarks.chaos_soak --minutes 60 --json chaos.json
-    python -m benchmarks.chaos_soak --minutes 2 --fault-s 8 --gap-s 3     # the short version of make test
+    python -m benchmarks.chaos_soak --minutes 1 --fault-s 4 --gap-s 1.5   # the short version of make test
 
 Hosts: learner, c1, c2, c3 (which reaches the learner through the lab's delay proxy) and a flooder.
 The schedule below repeats until the time is up; each fault is held --fault-s seconds, then the lab

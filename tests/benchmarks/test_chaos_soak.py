@@ -1,4 +1,6 @@
-"""The chaos soak, short: every fault kind once in the namespace lab, each recovered, then a clean stop and resume."""
+"""The chaos soak, short: every fault kind once in the namespace lab, each recovered, then a clean stop and resume.
+
+A benchmark (make test-benchmarks, about two minutes): make test checks each fault on its own (tests/e2e)."""
 
 import json
 import shutil
@@ -11,7 +13,7 @@ from benchmarks.chaos_soak import FAULTS
 from benchmarks.netlab import netns_available
 
 
-@pytest.mark.slow
+@pytest.mark.benchmark
 def test_a_short_chaos_soak_recovers_from_every_fault_and_resumes(tmp_path):
     """Loss, rate limit, delay, both partitions, a freeze, a flood and both kill -9s: all recovered, the learner's
     RSS bounded, nothing but stale or unknown-peer messages refused, the stop clean and the resume going on."""
@@ -22,7 +24,7 @@ def test_a_short_chaos_soak_recovers_from_every_fault_and_resumes(tmp_path):
         pytest.skip("iptables is not installed (make test installs it as root on Debian): no packet loss to inject")
     out = tmp_path / "chaos.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.chaos_soak", "--minutes", "2", "--fault-s", "8", "--gap-s", "3",
+        [sys.executable, "-m", "benchmarks.chaos_soak", "--minutes", "1", "--fault-s", "4", "--gap-s", "1.5",
          "--peer-timeout-s", "3", "--every-fault", "--log-dir", str(tmp_path / "soak"), "--json", str(out)],
         capture_output=True, text=True, timeout=600,
     )

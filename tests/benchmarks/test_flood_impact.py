@@ -18,6 +18,7 @@ def test_steps_between_interpolates_between_laps_and_refuses_a_window_the_log_do
         steps_between(points, 103.0, 105.0)
 
 
+@pytest.mark.benchmark  # make test-benchmarks; tests/e2e/test_zmq_flood.py checks the flood's cap in make test
 def test_a_short_hello_flood_is_reported_with_its_rate_and_the_learner_survives_it(tmp_path):
     """CURVE off, windows of 4 s: the report has a throughput per window, the flood's rate and every hello answered,
     the refusals are only evictions of idle fakes, and the learner stops cleanly."""

@@ -1,4 +1,4 @@
-"""Thousands of malformed messages at a training learner: none crashes it, every one is counted as refused."""
+"""Hundreds of malformed messages of every kind at a training learner: none crashes it, each is counted as refused."""
 
 import os
 import signal
@@ -107,7 +107,8 @@ class Fuzzer:
 
 
 def test_fuzzed_learner_keeps_training_and_counts_every_refusal(tmp_path):
-    """2,200 malformed messages while training: the learner never crashes, refused == sent, the run completes."""
+    """430 malformed messages while training (each rollout mutation 25 times): the learner never crashes, refused ==
+    sent, the run completes."""
     port = free_port()
     run = tmp_path / "run"
     with open(tmp_path / "learner.log", "w") as learner_log, open(tmp_path / "collector.log", "w") as collector_log:
@@ -122,11 +123,11 @@ def test_fuzzed_learner_keeps_training_and_counts_every_refusal(tmp_path):
         wait_for(lambda: len(scalars(run, "perf/iter_ms")) >= 2, 90, "training to start")
         fuzz = Fuzzer(f"tcp://127.0.0.1:{port}")
         bad = fuzz.mutations()
-        for _ in range(1500):
+        for _ in range(300):
             fuzz.send_rollout(next(bad))
-        for _ in range(500):
+        for _ in range(100):
             fuzz.send_control_garbage()
-        for _ in range(200):
+        for _ in range(30):
             fuzz.send_unknown_peer(fuzz.valid())
         fuzz.close()
         at_end = len(scalars(run, "perf/iter_ms"))
@@ -137,7 +138,7 @@ def test_fuzzed_learner_keeps_training_and_counts_every_refusal(tmp_path):
         summary = read_summary(run)
         assert summary["status"] == "interrupted"
         refused = summary["refused_messages"]
-        assert sum(refused.values()) == fuzz.sent == 2200, refused
+        assert sum(refused.values()) == fuzz.sent == 430, refused
         for reason in ("bad_msgpack", "bad_version", "bad_shape", "bad_dtype", "bad_size", "frame_count",
                        "non_finite", "oversized_header", "spec_mismatch", "bad_kind", "unknown_peer"):
             assert refused.get(reason, 0) > 0, (reason, refused)
