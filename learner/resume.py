@@ -1,7 +1,7 @@
 """`--resume PATH|latest`: which checkpoint, and whether this run may continue it.
 
 The resumed run starts from the checkpoint's own config; values given now (CLI,
-env, YAML) apply on top where they are safe (max_iterations, save_interval,
+env, YAML) apply on top where they are safe (max_iterations, save_interval, num_envs,
 learning rate, ...), and a change of task or network shape is refused.
 """
 

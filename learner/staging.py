@@ -101,11 +101,13 @@ class StagingPool:
     def load_state_dict(self, state: dict) -> None:
         self.overwritten_unused = int(state["overwritten_unused"])
         self.trained_rollouts = int(state["trained_rollouts"])
-        if len(state["entries"]) != self.capacity:
-            # A different replay_queue_size: start the pool empty rather than guess.
+        saved = state["tensors"]
+        if len(state["entries"]) != self.capacity or any(
+                k not in saved or saved[k].shape != t.shape for k, t in self.tensors.items()):
+            # A different replay_queue_size or rollout shape (num_envs, steps_per_env): start empty rather than guess.
             return
         for k, t in self.tensors.items():
-            t.copy_(state["tensors"][k])
+            t.copy_(saved[k])
         self.entries = [None if e is None else StagedEntry(SlotMeta(e["collector"], e["seq"], e["policy_version"], {}),
                                                            e["uses"]) for e in state["entries"]]
         self._next = int(state["next"])

@@ -60,6 +60,16 @@ def test_resume_refuses_a_different_network(tmp_path, shm_root):
     assert read_summary(tmp_path / "r")["completed_iterations"] == 4
 
 
+def test_resume_with_more_envs_continues_on_the_new_batch(tmp_path, shm_root):
+    """A run resumed with another algo.num_envs goes on at the new rollout size (its staged rollouts are dropped)."""
+    _train(tmp_path / "n", shm_root, "algo.max_iterations=2", "training.replay_queue_size=2")
+    _train(tmp_path / "n", shm_root, "--resume", "latest", "algo.max_iterations=4", "algo.num_envs=32",
+           "training.replay_queue_size=2")
+    summary = read_summary(tmp_path / "n")
+    assert summary["completed_iterations"] == 4
+    assert load_checkpoint(tmp_path / "n" / "model_4.pt")["total_env_steps"] == 2 * 16 * 16 + 2 * 32 * 16
+
+
 def test_kill9_learner_then_resume_latest_continues_and_sweeps_stale_shm(tmp_path, shm_root):
     """kill -9 of appo-train between checkpoints: its collector exits, --resume latest continues from the last
     checkpoint, and the killed run's shared memory is swept at that start."""

@@ -1,4 +1,4 @@
-"""Staging pool: capacity, oldest-first overwrite, time-major batch layout, unused-overwrite count."""
+"""Staging pool: capacity, oldest-first overwrite, time-major batch layout, unused-overwrite count, resume state."""
 
 import torch
 
@@ -74,3 +74,32 @@ def test_trained_rollouts_counts_each_rollout_once():
     pool.mark_used(pool.active())
     pool.mark_used(pool.active())
     assert pool.trained_rollouts == 2
+
+
+def test_saved_contents_load_into_a_pool_of_the_same_shape():
+    """A pool's state loads into a new pool of the same shape: the same entries, batch and counters."""
+    ring = Ring(SPEC, 4, pin=False)
+    pool = StagingPool(SPEC, 3, torch.device("cpu"))
+    for v in (1, 2):
+        _stage(pool, ring, v, v)
+    pool.mark_used(pool.active())
+    again = StagingPool(SPEC, 3, torch.device("cpu"))
+    again.load_state_dict(pool.state_dict())
+    assert again.active() == pool.active() and again.trained_rollouts == pool.trained_rollouts == 2
+    assert torch.equal(again.batch()["obs"], pool.batch()["obs"])
+
+
+def test_a_pool_of_another_rollout_shape_or_size_starts_empty():
+    """Resumed with other num_envs, steps_per_env or replay_queue_size: the pool starts empty, counters kept."""
+    ring = Ring(SPEC, 4, pin=False)
+    pool = StagingPool(SPEC, 3, torch.device("cpu"))
+    for v in (1, 2):
+        _stage(pool, ring, v, v)
+    pool.mark_used(pool.active())
+    state = pool.state_dict()
+    for spec, size in ((RolloutSpec("t", num_envs=5, steps=4, obs_dim=2, critic_dim=3, act_dim=1), 3),
+                       (RolloutSpec("t", num_envs=3, steps=6, obs_dim=2, critic_dim=3, act_dim=1), 3), (SPEC, 2)):
+        other = StagingPool(spec, size, torch.device("cpu"))
+        other.load_state_dict(state)
+        assert other.occupancy() == 0 and other.active() == [] and other.trained_rollouts == 2
+        assert other.tensors["obs"].shape == (size, spec.num_envs, spec.steps, spec.obs_dim)
