@@ -52,22 +52,18 @@ def test_deterministic_resume_is_bit_identical_to_a_straight_run(tmp_path, shm_r
 
 
 def test_resume_refuses_a_different_network(tmp_path, shm_root):
-    """Resuming with other hidden sizes is refused naming the key; a new max_iterations is accepted."""
-    _train(tmp_path / "r", shm_root, "algo.max_iterations=2")
+    """Resuming with other hidden sizes is refused naming the key; a new max_iterations and num_envs are accepted,
+    and the run goes on at the new rollout size (its staged replay, of the old size, dropped)."""
+    _train(tmp_path / "r", shm_root, "algo.max_iterations=2", "training.replay_queue_size=2")
     proc = _train(tmp_path / "r", shm_root, "--resume", "latest", "algo.policy.actor_hidden_dims=[8]", check=False)
     assert proc.returncode == 2 and "algo.policy" in proc.stderr
-    _train(tmp_path / "r", shm_root, "--resume", "latest", "algo.max_iterations=4")
-    assert read_summary(tmp_path / "r")["completed_iterations"] == 4
-
-
-def test_resume_with_more_envs_continues_on_the_new_batch(tmp_path, shm_root):
-    """A run resumed with another algo.num_envs goes on at the new rollout size (its staged rollouts are dropped)."""
-    _train(tmp_path / "n", shm_root, "algo.max_iterations=2", "training.replay_queue_size=2")
-    _train(tmp_path / "n", shm_root, "--resume", "latest", "algo.max_iterations=4", "algo.num_envs=32",
+    _train(tmp_path / "r", shm_root, "--resume", "latest", "algo.max_iterations=4", "algo.num_envs=32",
            "training.replay_queue_size=2")
-    summary = read_summary(tmp_path / "n")
-    assert summary["completed_iterations"] == 4
-    assert load_checkpoint(tmp_path / "n" / "model_4.pt")["total_env_steps"] == 2 * 16 * 16 + 2 * 32 * 16
+    assert read_summary(tmp_path / "r")["completed_iterations"] == 4
+    before = load_checkpoint(tmp_path / "r" / "model_2.pt")["total_env_steps"]
+    after = load_checkpoint(tmp_path / "r" / "model_4.pt")["total_env_steps"]
+    # Every rollout received since the resume is of the new size: 32 envs x 16 steps.
+    assert after - before >= 2 * 32 * 16 and (after - before) % (32 * 16) == 0, (before, after)
 
 
 def test_kill9_learner_then_resume_latest_continues_and_sweeps_stale_shm(tmp_path, shm_root):

@@ -99,7 +99,7 @@ def test_time_to_criterion_trains_and_evaluates(tmp_path):
     """A short time-to-criterion run (training processes and in-process evaluation) with MUJOCO_GL=egl set."""
     out = tmp_path / "ttc.json"
     proc = without_egl([sys.executable, "-m", "benchmarks.time_to_criterion", "--task", "inverted_pendulum",
-                        "--seeds", "3", "--minutes", "0.2", "--save-every", "10", "--episodes", "2",
+                        "--seeds", "3", "--minutes", "0.1", "--save-every", "10", "--episodes", "2",
                         "--return-at-least", "1", "--log-dir", str(tmp_path / "runs"), "--json", str(out),
                         "algo.num_envs=16", "algo.steps_per_env=16"], gl="egl")
     assert proc.returncode == 0, proc.stderr[-3000:]
