@@ -78,9 +78,9 @@ G1_VELOCITY: dict[str, Any] = {**G1, "algo": {**G1["algo"], "algorithm": {**G1["
 # 8,000 iterations of 128 x 24: the 24.6 M env steps of the seed's own APPO budget (500 x 2,048 x 24).
 # An initial std of 1.0 on the joints a step swings (hip_pitch, knee, ankle_pitch: action indices 0, 3, 4 left and
 # 6, 9, 10 right), 0.5 on the rest: with 0.5 everywhere it stood still whatever the command on every seed tried;
-# with these tuning seeds 1 and 2 walk, and seed 1 meets the walking criterion within the seed's budget, though
-# unseen seed 101 still stood at 8 M (BENCHMARKS.md, "The sagittal leg std to 8 M env steps", "The tuning seed 1
-# walker on to the seed's budget", "The new preset on unseen seed 101").
+# with these tuning seeds 1 and 2 walk, and seed 1 meets the walking criterion within the seed's budget; of the
+# unseen seeds one walks by 8 M and two stand longer, and none turns by 8 M (BENCHMARKS.md, "The tuning seed 1
+# walker on to the seed's budget", "The 8 M milestone under the current preset").
 G1_STEP_JOINTS_STD = {0: 1.0, 3: 1.0, 4: 1.0, 6: 1.0, 9: 1.0, 10: 1.0}
 G1_WALK: dict[str, Any] = {**G1_VELOCITY, "algo": {
     **G1_VELOCITY["algo"], "max_iterations": 8000,
