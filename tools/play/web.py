@@ -91,6 +91,8 @@ class WebViewer:
         scene, env = self.server.scene, self.session.env
         scene.set_up_direction("+z")
         scene.add_grid("/floor", width=40.0, height=40.0, plane="xy", cell_size=0.5, section_size=2.5)
+        # No image-based lighting: a browser without a GPU freezes for seconds precomputing it (status lags behind).
+        scene.configure_environment_map(hdri=None)
         self.shapes = shapes(env.model)
         pos, rot = self.poses.update(env.qpos)
         self.shape_nodes = []
