@@ -66,6 +66,10 @@ def test_an_unreachable_hub_is_an_error_naming_it(tmp_path, monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again before the download: a refused connection
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    # huggingface_hub retries a refused connection 5 times, backing off 23 s in all: the retries still run, unslept.
+    import huggingface_hub.utils._http as hf_http
+
+    monkeypatch.setattr(hf_http.time, "sleep", lambda s: None)
     with pytest.raises(HubError, match=rf"127\.0\.0\.1:{port}.*cannot be reached"):
         resolve_motion_file(SEED_MOTION_FILE, tmp_path / "assets")
     assert not (tmp_path / "assets" / SEED_MOTION_FILE).exists()
