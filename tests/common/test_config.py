@@ -564,11 +564,12 @@ def test_g1_presets_keep_the_reference_networks_and_take_the_measured_update():
 
 def test_seed_walk_preset_is_the_symmetric_humanoid_preset_at_the_seeds_budget():
     """g1_walk_flat: g1_velocity_flat's preset (symmetry and mirror loss included), for 24.6 M env steps (the seed's
-    500 x 2,048 x 24), with more initial noise on the stepping joints."""
+    500 x 2,048 x 24), with more initial noise on the stepping joints and twice the KL target."""
     walk = load_config(extra={"task": "g1_walk_flat"}, environ={})
     velocity = load_config(extra={"task": "g1_velocity_flat"}, environ={})
     assert walk.algo.max_iterations * walk.algo.num_envs * walk.algo.steps_per_env == 500 * 2048 * 24
-    differs = {"max_iterations": True, "policy": {"init_noise_std_by_action"}}
+    assert (walk.algo.algorithm.desired_kl, velocity.algo.algorithm.desired_kl) == (0.02, 0.01)
+    differs = {"max_iterations": True, "policy": {"init_noise_std_by_action"}, "algorithm": {"desired_kl"}}
     assert walk.algo.model_dump(exclude=differs) == velocity.algo.model_dump(exclude=differs)
     assert velocity.algo.policy.init_noise_std_by_action == {}
     assert (walk.algo.algorithm.symmetry, walk.algo.algorithm.mirror_loss_coef) == (True, 10.0)
